@@ -1,0 +1,167 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The usnic BTL: reliable MPI messaging over libfabric FI_EP_DGRAM
+ * endpoints (the "usnic" provider where present, "udp" everywhere).
+ */
+#ifndef OPAL_BTL_USNIC_H
+#define OPAL_BTL_USNIC_H
+
+#include "opal_config.h"
+
+#include <stdint.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "opal/class/opal_list.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/mca/btl/base/base.h"
+#include "opal/mca/event/event.h"
+#include "opal/threads/mutex.h"
+
+#include "btl_usnic_engine.h"
+
+BEGIN_C_DECLS
+
+#define OPAL_BTL_USNIC_MAX_PROVIDER_NAME 32
+
+/* What a module publishes in the modex, one per module.  Fixed-size
+ * fields, little-endian, so heterogeneous builds read the same bytes. */
+typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
+    uint32_t proto_version;
+    uint32_t ipv4;              /* network byte order */
+    uint32_t netmask;           /* network byte order */
+    uint16_t ports[OPAL_BTL_USNIC_NUM_CHANNELS]; /* host byte order */
+    uint32_t mtu;               /* max datagram on the data channel */
+    uint32_t tiny_mtu;          /* max datagram on the priority channel */
+    uint32_t isn;               /* first sequence number we send */
+    uint32_t window;            /* segments we accept un-ACKed */
+    uint32_t link_speed_mbps;
+    char provider[OPAL_BTL_USNIC_MAX_PROVIDER_NAME];
+} opal_btl_usnic_modex_t;
+
+/* A posted receive buffer */
+typedef struct opal_btl_usnic_recv_seg_t {
+    uint64_t wire_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS]; /* fi_context2 space */
+    uint8_t *buf;
+    int channel;
+} opal_btl_usnic_recv_seg_t;
+
+/* One libfabric endpoint with its own CQ */
+typedef struct opal_btl_usnic_channel_t {
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    size_t mtu;                 /* datagram size this channel receives */
+    int sd_num;
+    int rd_num;
+    uint16_t port;
+    opal_btl_usnic_recv_seg_t *rsegs;
+    uint8_t *rbufs;
+    size_t rbuf_stride;
+} opal_btl_usnic_channel_t;
+
+typedef struct opal_btl_usnic_module_t {
+    mca_btl_base_module_t super;
+    opal_btl_usnic_engine_t eng;
+
+    char *if_name;              /* Linux interface */
+    char *domain_name;          /* libfabric domain (= if name on udp) */
+    char *provider;
+    uint32_t ipv4;              /* network byte order */
+    uint32_t netmask;           /* network byte order */
+    uint32_t link_speed_mbps;
+    bool is_loopback;
+
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    opal_btl_usnic_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
+    size_t prefix;
+
+    opal_btl_usnic_modex_t local_modex;
+    opal_list_t all_endpoints;
+    opal_btl_usnic_endpoint_t **peers; /* by sender id (vpid) */
+    size_t num_peer_slots;
+
+    mca_btl_base_module_error_cb_fn_t pml_error_cb;
+    bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
+    opal_btl_usnic_endpoint_t *fast_deferred_ep;
+    opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
+} opal_btl_usnic_module_t;
+
+typedef struct opal_btl_usnic_component_t {
+    mca_btl_base_component_3_0_0_t super;
+
+    /* MCA parameters */
+    char *provider_include;
+    char *if_include;
+    char *if_exclude;
+    int max_btls;
+    int sd_num;
+    int rd_num;
+    int prio_sd_num;
+    int prio_rd_num;
+    int retrans_timeout;        /* microseconds */
+    int max_resends_per_iteration;
+    int ack_iteration_delay;
+    int priority_limit;         /* bytes of a tiny datagram */
+    int window;                 /* 0 = derive from the socket buffer */
+    int stats;                  /* seconds between statistics lines, 0 = off */
+    int verbose;
+    int link_speed_default;     /* Mbps when the interface does not say */
+
+    bool params_valid;
+    int output;                 /* opal_output stream */
+    uint32_t cookie;            /* per-job cookie */
+    int num_modules;
+    opal_btl_usnic_module_t **modules;
+    opal_recursive_mutex_t lock;
+    bool fastpath_ok;
+    opal_event_t stats_event;
+    bool stats_event_active;
+} opal_btl_usnic_component_t;
+
+OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
+extern mca_btl_base_module_t opal_btl_usnic_module_template;
+
+#define OPAL_BTL_USNIC_LOCK() OPAL_THREAD_LOCK(&mca_btl_usnic_component.lock)
+#define OPAL_BTL_USNIC_UNLOCK() OPAL_THREAD_UNLOCK(&mca_btl_usnic_component.lock)
+
+#define opal_btl_usnic_verbose(level, ...) \
+    opal_output_verbose(level, mca_btl_usnic_component.output, "btl:usnic: " __VA_ARGS__)
+
+static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_engine_t *eng)
+{
+    return (opal_btl_usnic_module_t *) ((char *) eng - offsetof(opal_btl_usnic_module_t, eng));
+}
+
+/* btl_usnic_mca.c */
+int opal_btl_usnic_component_register_params(void);
+int opal_btl_usnic_register_pvars(void);
+
+/* btl_usnic_module.c */
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
+bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module);
+void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);
+
+/* btl_usnic_if.c: interface facts the udp provider does not give us */
+int opal_btl_usnic_parse_cidr(const char *text, uint32_t *addr_p, uint32_t *mask_p);
+int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len);
+int opal_btl_usnic_if_mtu(const char *ifname);
+int opal_btl_usnic_if_speed_mbps(const char *ifname);
+long opal_btl_usnic_kernel_rmem_default(void);
+
+/**
+ * Does interface (|ifname|, |domain|, |ipv4|) pass the filter list
+ * |list| (comma-separated names and a.b.c.d/len subnets)?  Invalid
+ * entries are reported through *|bad_entry_p| (first one) and never match.
+ */
+bool opal_btl_usnic_if_list_matches(const char *list, const char *ifname, const char *domain, uint32_t ipv4,
+                                    char **bad_entry_p);
+
+END_C_DECLS
+
+#endif /* OPAL_BTL_USNIC_H */

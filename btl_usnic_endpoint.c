@@ -1,0 +1,111 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Endpoint lifecycle: construction, reliability state, teardown.
+ */
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_engine.h"
+
+static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
+{
+    ep->eng = NULL;
+    ep->proc = NULL;
+    ep->peer_id = 0;
+    ep->peer_addr[0] = ep->peer_addr[1] = 0;
+    ep->failed = false;
+    OBJ_CONSTRUCT(&ep->tx.queue, opal_list_t);
+    OBJ_CONSTRUCT(&ep->tx.rts_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->rx.ack_item, opal_list_item_t);
+    ep->tx.sent = NULL;
+    ep->tx.on_rts_list = false;
+    ep->tx.dup_acks = 0;
+    ep->tx.next_frag_id = 1;
+    ep->rx.rcvd = NULL;
+    ep->rx.frags = NULL;
+    ep->rx.ack_owed = false;
+    ep->rx.on_ack_list = false;
+    ep->rx.last_ack_sent = 0;
+    ep->window = 0;
+    ep->hotel_ready = false;
+}
+
+static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
+{
+    /* The endpoint may still be on the engine's lists (seed 001: an
+     * endpoint can reach its destructor while still owing an ACK). */
+    if (NULL != ep->eng) {
+        opal_btl_usnic_ack_forget(ep->eng, ep);
+        if (ep->tx.on_rts_list) {
+            opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
+            ep->tx.on_rts_list = false;
+        }
+    }
+    if (ep->hotel_ready) {
+        OBJ_DESTRUCT(&ep->hotel);
+        ep->hotel_ready = false;
+    }
+    if (NULL != ep->rx.frags) {
+        for (uint32_t i = 0; i < ep->window; ++i) {
+            opal_btl_usnic_rx_frag_reset(&ep->rx.frags[i]);
+        }
+    }
+    free(ep->rx.frags);
+    free(ep->rx.rcvd);
+    free(ep->tx.sent);
+    OBJ_DESTRUCT(&ep->rx.ack_item);
+    OBJ_DESTRUCT(&ep->tx.rts_item);
+    OBJ_DESTRUCT(&ep->tx.queue);
+}
+
+OBJ_CLASS_INSTANCE(opal_btl_usnic_endpoint_t, opal_list_item_t, endpoint_construct, endpoint_destruct);
+
+int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_engine_t *eng,
+                                     uint32_t window, opal_btl_usnic_seq_t local_isn,
+                                     opal_btl_usnic_seq_t peer_isn)
+{
+    ep->eng = eng;
+    ep->window = window;
+    ep->tx.sent = (opal_btl_usnic_send_seg_t **) calloc(window, sizeof(*ep->tx.sent));
+    ep->rx.rcvd = (uint8_t *) calloc(window, sizeof(*ep->rx.rcvd));
+    ep->rx.frags = (opal_btl_usnic_rx_frag_t *) calloc(window, sizeof(*ep->rx.frags));
+    if (NULL == ep->tx.sent || NULL == ep->rx.rcvd || NULL == ep->rx.frags) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ep->tx.next_seq = local_isn;
+    ep->tx.acked_seq = local_isn - 1;
+    ep->rx.next_expected = peer_isn;
+    ep->rx.last_ack_sent = peer_isn - 1;
+    return OPAL_SUCCESS;
+}
+
+static void fail_queued_frags(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    opal_list_item_t *item;
+    while (NULL != (item = opal_list_remove_first(&ep->tx.queue))) {
+        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+        frag->queued = false;
+        opal_btl_usnic_frag_fail(ep->eng, frag, status);
+    }
+}
+
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    if (NULL == ep->eng) {
+        return;
+    }
+    fail_queued_frags(ep, status);
+    if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
+        /* Nobody will ACK these any more: release them as if ACKed */
+        opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
+    }
+    if (ep->tx.on_rts_list) {
+        opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = false;
+    }
+    opal_btl_usnic_ack_forget(ep->eng, ep);
+}

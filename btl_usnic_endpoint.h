@@ -1,0 +1,96 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * One endpoint per (local module, peer process).  It embeds the reliability
+ * state of both directions.
+ */
+#ifndef OPAL_BTL_USNIC_ENDPOINT_H
+#define OPAL_BTL_USNIC_ENDPOINT_H
+
+#include "opal_config.h"
+#include "opal/class/opal_list.h"
+#include "opal/class/opal_hotel.h"
+#include "opal/util/proc.h"
+
+#include "btl_usnic_frag.h"
+#include "btl_usnic_seq.h"
+
+struct opal_btl_usnic_engine_t;
+
+typedef struct mca_btl_base_endpoint_t {
+    opal_list_item_t super;              /* on the module's list of endpoints */
+    struct opal_btl_usnic_engine_t *eng;
+    opal_proc_t *proc;                   /* NULL in engine tests */
+    uint32_t peer_id;                    /* peer's sender id (its vpid) */
+    uint64_t peer_addr[2];               /* provider address per channel */
+    bool failed;                         /* unreachable: fail all sends */
+
+    /* tx: invariant acked_seq + 1 <= seq of every un-ACKed segment < next_seq,
+     * next_seq - (acked_seq + 1) <= window.  sent[s % window] holds the
+     * segment with sequence s while it is un-ACKed. */
+    struct {
+        opal_list_t queue;               /* frags not yet fully posted */
+        opal_btl_usnic_seq_t next_seq;
+        opal_btl_usnic_seq_t acked_seq;
+        opal_btl_usnic_send_seg_t **sent;
+        uint32_t next_frag_id;
+        uint32_t dup_acks;               /* duplicate ACKs in a row */
+        bool on_rts_list;
+        opal_list_item_t rts_item;       /* on the engine's endpoints_with_sends */
+    } tx;
+
+    /* rx: every sequence < next_expected was received; rcvd[s % window] is
+     * set for received s in [next_expected, next_expected + window). */
+    struct {
+        opal_btl_usnic_seq_t next_expected;
+        uint8_t *rcvd;
+        opal_btl_usnic_rx_frag_t *frags; /* reassembly slots, [window] */
+        bool ack_owed;
+        opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
+        uint64_t ack_due_tick;           /* send an explicit ACK at this tick */
+        bool on_ack_list;
+        opal_list_item_t ack_item;       /* on the engine's endpoints_needing_ack */
+    } rx;
+
+    uint32_t window;                     /* segments; same on both sides */
+
+    /* Retransmit timers of the production wire (opal_hotel) */
+    opal_hotel_t hotel;
+    bool hotel_ready;
+} mca_btl_base_endpoint_t;
+typedef mca_btl_base_endpoint_t opal_btl_usnic_endpoint_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
+
+/**
+ * Give |ep| its reliability state: window of |window| segments, our first
+ * sequence |local_isn|, the peer's first sequence |peer_isn|.
+ * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
+ */
+int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, struct opal_btl_usnic_engine_t *eng,
+                                     uint32_t window, opal_btl_usnic_seq_t local_isn,
+                                     opal_btl_usnic_seq_t peer_isn);
+
+/* Number of un-ACKed segments */
+static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_endpoint_t *ep)
+{
+    return (uint32_t) (ep->tx.next_seq - ep->tx.acked_seq - 1);
+}
+
+static inline bool opal_btl_usnic_endpoint_window_open(const opal_btl_usnic_endpoint_t *ep)
+{
+    return opal_btl_usnic_endpoint_in_flight(ep) < ep->window;
+}
+
+/* Nothing queued and nothing un-ACKed */
+static inline bool opal_btl_usnic_endpoint_drained(opal_btl_usnic_endpoint_t *ep)
+{
+    return 0 == opal_btl_usnic_endpoint_in_flight(ep) && opal_list_is_empty(&ep->tx.queue);
+}
+
+/**
+ * Fail every fragment queued on |ep| with |status| and forget every
+ * un-ACKed segment (as if ACKed).  Used at teardown and for dead peers.
+ */
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status);
+
+#endif /* OPAL_BTL_USNIC_ENDPOINT_H */

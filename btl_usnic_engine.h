@@ -1,0 +1,241 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The reliability engine: sequence numbers, windows, ACKs, retransmission,
+ * chunking and reassembly.  It never reads a clock and never calls
+ * libfabric: events come in with the current progress tick, and segments go
+ * out through a small "wire" interface.  The module binds the libfabric
+ * wire; tests bind an in-memory wire and a virtual clock.
+ *
+ * Events in:   opal_btl_usnic_recv_segment()      a datagram arrived
+ *              opal_btl_usnic_seg_send_complete() the provider released a buffer
+ *              opal_btl_usnic_retrans_expired()   a retransmit timer fired
+ *              opal_btl_usnic_engine_progress()   one pass of the send progression
+ * Actions out: wire->post()  (segments and ACKs), wire->timer_arm/disarm(),
+ *              wire->deliver() (a fragment for the PML), descriptor callbacks.
+ */
+#ifndef OPAL_BTL_USNIC_ENGINE_H
+#define OPAL_BTL_USNIC_ENGINE_H
+
+#include "opal_config.h"
+#include "opal/class/opal_list.h"
+#include "opal/class/opal_free_list.h"
+#include "opal/mca/btl/btl.h"
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_stats.h"
+
+/* Channels */
+enum {
+    OPAL_BTL_USNIC_PRIORITY_CHANNEL = 0, /* ACKs and tiny fragments */
+    OPAL_BTL_USNIC_DATA_CHANNEL = 1,     /* everything else, and all retransmissions */
+    OPAL_BTL_USNIC_NUM_CHANNELS = 2,
+};
+
+struct opal_btl_usnic_engine_t;
+
+typedef struct opal_btl_usnic_wire_ops_t {
+    /**
+     * Post |seg| (|seg->wire_len| bytes at |seg->hdr|) to |ep| on |channel|.
+     * Returns OPAL_SUCCESS (the wire will later report the completion via
+     * opal_btl_usnic_seg_send_complete()), OPAL_ERR_TEMP_OUT_OF_RESOURCE
+     * (back-pressure: nothing was sent, try again later), or another error
+     * (the peer is unreachable).
+     */
+    int (*post)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                opal_btl_usnic_send_seg_t *seg, int channel);
+    /* Start / stop the retransmit timer of |seg|. */
+    int (*timer_arm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                     opal_btl_usnic_send_seg_t *seg);
+    void (*timer_disarm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg);
+    /* Hand a complete fragment to the PML; |data| is valid only during the call. */
+    void (*deliver)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                    uint8_t tag, void *data, size_t len);
+    /* Tell the owner that |ep| stopped being reachable (hard post error). */
+    void (*peer_failed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc);
+} opal_btl_usnic_wire_ops_t;
+
+typedef struct opal_btl_usnic_engine_params_t {
+    uint32_t cookie;              /* per-job cookie stamped on every segment */
+    uint32_t my_id;               /* our sender id */
+    size_t prefix;                /* provider prefix bytes before each header */
+    size_t mtu;                   /* max datagram (header + payload) on the data channel */
+    size_t tiny_mtu;              /* max datagram on the priority channel */
+    uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
+    uint32_t max_resends_per_iteration;
+    uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
+    size_t max_send_size;         /* largest fragment the PML may hand us */
+} opal_btl_usnic_engine_params_t;
+
+typedef struct opal_btl_usnic_engine_t {
+    opal_btl_usnic_engine_params_t p;
+    const opal_btl_usnic_wire_ops_t *wire;
+    mca_btl_base_module_t *btl;   /* passed back in PML callbacks */
+
+    size_t max_frag_payload;      /* PML bytes in one FRAG segment */
+    size_t max_chunk_payload;     /* bytes in one CHUNK segment */
+    size_t max_tiny_payload;      /* PML bytes that fit the priority channel */
+
+    uint64_t tick;                /* progress passes; the only clock the engine sees */
+    int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
+
+    opal_list_t resend_segs;      /* segments awaiting retransmission */
+    opal_list_t endpoints_with_sends;
+    opal_list_t endpoints_needing_ack;
+    opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
+
+    opal_free_list_t small_frags;
+    opal_free_list_t large_frags;
+    opal_free_list_t chunk_segs;
+    opal_free_list_t ack_segs;
+    bool lists_ready;
+
+    opal_btl_usnic_stats_t stats;
+} opal_btl_usnic_engine_t;
+
+#define OPAL_BTL_USNIC_STAT_INC(eng, name) ((eng)->stats.name++)
+
+/**
+ * Set up |eng| with |params| and |wire|.  Returns OPAL_SUCCESS or
+ * OPAL_ERR_OUT_OF_RESOURCE.  |btl| may be NULL in tests.
+ */
+int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
+                               const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl);
+void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng);
+
+/* ----- send side (btl_usnic_send.c) ----- */
+
+/**
+ * Queue |frag| for |ep| and make the endpoint ready to send if it can.
+ * |frag| must have its segments, tag and total length set.
+ */
+void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);
+
+/**
+ * Try to send a small fragment right now on the priority channel.  Returns
+ * true if it was posted (the caller then owns completion semantics), false
+ * if the window, credits or size do not allow it (nothing changed).
+ */
+bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);
+
+/* Put |ep| on the ready-to-send list if it has work, window and credits. */
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+
+/**
+ * One pass of the send progression: retransmissions first (data channel,
+ * at most max_resends_per_iteration), then new segments from ready
+ * endpoints, then explicit ACKs that are due.  Advances the tick.
+ * Returns the number of segments posted.
+ */
+int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng);
+
+/**
+ * The provider released |seg|'s buffer.  Returns a channel credit and
+ * recycles the segment if it is also ACKed.
+ */
+void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
+
+/* Fail |frag| (not queued any more) with |status|: PML callback with the
+ * error if it wants one, then recycle it if the BTL owns it. */
+void opal_btl_usnic_frag_fail(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status);
+
+/* Make the PML send callback for |frag| if one is pending, and recycle the
+ * fragment if the BTL owns it and nothing references it. */
+void opal_btl_usnic_frag_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+
+/* ----- receive side (btl_usnic_recv.c) ----- */
+
+/* Where a received sequence number falls */
+typedef enum {
+    OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER, /* == next expected */
+    OPAL_BTL_USNIC_SEQ_NEW_OOO,      /* inside the window, beyond a hole */
+    OPAL_BTL_USNIC_SEQ_DUP,          /* inside the window, already received */
+    OPAL_BTL_USNIC_SEQ_OLD,          /* below the window: delivered long ago */
+    OPAL_BTL_USNIC_SEQ_TOO_NEW,      /* beyond the window */
+} opal_btl_usnic_seq_class_t;
+
+/* Pure classification of |seq| against |ep|'s receive window. */
+opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
+                                                       opal_btl_usnic_seq_t seq);
+
+/**
+ * Process one datagram (|len| bytes at |buf|, provider prefix skipped) that
+ * arrived on some channel.  Validates it, finds the sender through
+ * |lookup|, handles ACK information, accepts or drops the segment, delivers
+ * complete fragments to the PML and notes that an ACK is owed.  |buf| may be
+ * reused when this returns.  Never trusts a header field it did not check.
+ */
+typedef opal_btl_usnic_endpoint_t *(*opal_btl_usnic_lookup_fn_t)(opal_btl_usnic_engine_t *eng,
+                                                                 uint32_t sender_id);
+void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                 void *buf, size_t len);
+
+/**
+ * Fast receive path, step 1: if |buf| is a valid in-window, new FRAG
+ * segment, mark it received, deliver it to the PML and return true; the
+ * caller must later call opal_btl_usnic_recv_fast_finish() with the same
+ * segment.  Otherwise return false (use opal_btl_usnic_recv_segment()).
+ */
+bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                              void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+/* Fast receive path, step 2: the deferred bookkeeping (ACK scheduling). */
+void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                     void *buf);
+
+/* ----- ACKs and retransmission (btl_usnic_ack.c) ----- */
+
+/**
+ * A cumulative ACK for everything <= |ack_seq| arrived from |ep|: release
+ * newly ACKed segments, fast-retransmit on a duplicate ACK, ignore stale
+ * ones.
+ */
+void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                               opal_btl_usnic_seq_t ack_seq);
+
+/* The retransmit timer of |seg| expired: queue it for retransmission. */
+void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
+
+/**
+ * We accepted (or were sent a stale copy of) a segment from |ep|: owe it an
+ * ACK.  |urgent| sends it at the next progress pass instead of waiting
+ * ack_iteration_delay ticks for a piggy-back.
+ */
+void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent);
+
+/* Fill the ACK fields of an outgoing header from |ep|'s receive state and
+ * clear the debt (piggy-back). */
+void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_hdr_t *hdr);
+
+/* Post explicit ACKs that are due.  Returns the number posted. */
+int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng);
+
+/* Stop owing ACKs to |ep| (teardown). */
+void opal_btl_usnic_ack_forget(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
+/* The cumulative ACK value |ep|'s peer should hear from us */
+static inline opal_btl_usnic_seq_t opal_btl_usnic_ack_value(const opal_btl_usnic_endpoint_t *ep)
+{
+    return ep->rx.next_expected - 1;
+}
+
+/* Fill the common header of an outgoing segment */
+static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, opal_btl_usnic_hdr_t *hdr,
+                                           uint8_t type, opal_btl_usnic_seq_t seq, size_t payload_len,
+                                           uint8_t tag)
+{
+    hdr->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
+    hdr->version = OPAL_BTL_USNIC_PROTO_VERSION;
+    hdr->type = type;
+    hdr->cookie = opal_btl_usnic_wire32(eng->p.cookie);
+    hdr->sender_id = opal_btl_usnic_wire32(eng->p.my_id);
+    hdr->seq = opal_btl_usnic_wire32(seq);
+    hdr->ack_seq = 0;
+    hdr->payload_len = opal_btl_usnic_wire16((uint16_t) payload_len);
+    hdr->tag = tag;
+    hdr->flags = 0;
+}
+
+#endif /* OPAL_BTL_USNIC_ENGINE_H */

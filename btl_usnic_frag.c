@@ -1,0 +1,317 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Fragment and segment classes, their free lists, and reassembly slots.
+ */
+#include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/runtime/opal.h"
+
+#include "btl_usnic_engine.h"
+#include "btl_usnic_frag.h"
+
+/* ----- classes ----- */
+
+static void send_seg_construct(opal_btl_usnic_send_seg_t *seg)
+{
+    seg->kind = 0;
+    seg->flags = 0;
+    seg->channel = 0;
+    seg->retries = 0;
+    seg->hotel_room = -1;
+    seg->seq = 0;
+    seg->wire_len = 0;
+    seg->deadline = 0;
+    seg->ep = NULL;
+    seg->frag = NULL;
+    seg->buf = NULL;
+    seg->hdr = NULL;
+}
+
+static void send_seg_destruct(opal_btl_usnic_send_seg_t *seg)
+{
+    free(seg->buf);
+    seg->buf = NULL;
+}
+
+OBJ_CLASS_INSTANCE(opal_btl_usnic_send_seg_t, opal_free_list_item_t, send_seg_construct,
+                   send_seg_destruct);
+
+static void send_frag_construct(opal_btl_usnic_send_frag_t *frag)
+{
+    OBJ_CONSTRUCT(&frag->seg, opal_btl_usnic_send_seg_t);
+    frag->kind = 0;
+    frag->pack_buf = NULL;
+    frag->pack_buf_size = 0;
+    frag->base.des_segments = frag->segments;
+    frag->base.des_segment_count = 0;
+}
+
+static void send_frag_destruct(opal_btl_usnic_send_frag_t *frag)
+{
+    OBJ_DESTRUCT(&frag->seg);
+    free(frag->pack_buf);
+    frag->pack_buf = NULL;
+}
+
+OBJ_CLASS_INSTANCE(opal_btl_usnic_send_frag_t, mca_btl_base_descriptor_t, send_frag_construct,
+                   send_frag_destruct);
+
+/* ----- free lists ----- */
+
+static uint8_t *alloc_seg_buffer(const opal_btl_usnic_engine_t *eng, size_t payload)
+{
+    void *buf = NULL;
+    if (0 != posix_memalign(&buf, 64, eng->p.prefix + payload)) {
+        return NULL;
+    }
+    memset(buf, 0, eng->p.prefix + payload);
+    return (uint8_t *) buf;
+}
+
+static void seg_attach_buffer(opal_btl_usnic_send_seg_t *seg, uint8_t *buf, size_t prefix, uint8_t kind)
+{
+    seg->buf = buf;
+    seg->hdr = (opal_btl_usnic_hdr_t *) (buf + prefix);
+    seg->kind = kind;
+}
+
+static int chunk_seg_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
+    uint8_t *buf = alloc_seg_buffer(eng, eng->p.mtu);
+    if (NULL == buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    seg_attach_buffer((opal_btl_usnic_send_seg_t *) item, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_CHUNK);
+    return OPAL_SUCCESS;
+}
+
+static int ack_seg_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
+    uint8_t *buf = alloc_seg_buffer(eng, sizeof(opal_btl_usnic_hdr_t));
+    if (NULL == buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    seg_attach_buffer((opal_btl_usnic_send_seg_t *) item, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_ACK);
+    return OPAL_SUCCESS;
+}
+
+static int small_frag_init(opal_free_list_item_t *item, void *ctx)
+{
+    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+    uint8_t *buf = alloc_seg_buffer(eng, eng->p.mtu);
+    if (NULL == buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    seg_attach_buffer(&frag->seg, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_SMALL);
+    frag->seg.frag = frag;
+    frag->kind = OPAL_BTL_USNIC_FRAG_SMALL;
+    return OPAL_SUCCESS;
+}
+
+static int large_frag_init(opal_free_list_item_t *item, void *ctx)
+{
+    (void) ctx;
+    ((opal_btl_usnic_send_frag_t *) item)->kind = OPAL_BTL_USNIC_FRAG_LARGE;
+    return OPAL_SUCCESS;
+}
+
+static int list_init(opal_btl_usnic_engine_t *eng, opal_free_list_t *list, size_t elem_size,
+                     opal_class_t *cls, int initial, opal_free_list_item_init_fn_t init)
+{
+    OBJ_CONSTRUCT(list, opal_free_list_t);
+    return opal_free_list_init(list, elem_size, 64, cls, 0, 0, initial, -1, initial, NULL, 0, NULL,
+                               init, eng);
+}
+
+int opal_btl_usnic_frag_lists_init(opal_btl_usnic_engine_t *eng)
+{
+    int per = (int) eng->p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
+    if (per < 16) {
+        per = 16;
+    }
+    int rc = list_init(eng, &eng->small_frags, sizeof(opal_btl_usnic_send_frag_t),
+                       OBJ_CLASS(opal_btl_usnic_send_frag_t), per, small_frag_init);
+    if (OPAL_SUCCESS == rc) {
+        rc = list_init(eng, &eng->large_frags, sizeof(opal_btl_usnic_send_frag_t),
+                       OBJ_CLASS(opal_btl_usnic_send_frag_t), per / 8, large_frag_init);
+    }
+    if (OPAL_SUCCESS == rc) {
+        rc = list_init(eng, &eng->chunk_segs, sizeof(opal_btl_usnic_send_seg_t),
+                       OBJ_CLASS(opal_btl_usnic_send_seg_t), per, chunk_seg_init);
+    }
+    if (OPAL_SUCCESS == rc) {
+        rc = list_init(eng, &eng->ack_segs, sizeof(opal_btl_usnic_send_seg_t),
+                       OBJ_CLASS(opal_btl_usnic_send_seg_t), per / 4, ack_seg_init);
+    }
+    eng->lists_ready = true;
+    return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
+}
+
+void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_engine_t *eng)
+{
+    if (!eng->lists_ready) {
+        return;
+    }
+    OBJ_DESTRUCT(&eng->ack_segs);
+    OBJ_DESTRUCT(&eng->chunk_segs);
+    OBJ_DESTRUCT(&eng->large_frags);
+    OBJ_DESTRUCT(&eng->small_frags);
+    eng->lists_ready = false;
+}
+
+static void frag_reset(opal_btl_usnic_send_frag_t *frag)
+{
+    frag->base.des_segments = frag->segments;
+    frag->base.des_segment_count = 0;
+    frag->base.des_flags = 0;
+    frag->base.des_cbfunc = NULL;
+    frag->base.des_cbdata = NULL;
+    frag->base.des_context = NULL;
+    frag->base.order = MCA_BTL_NO_ORDER;
+    frag->owned_by_btl = false;
+    frag->callback_pending = false;
+    frag->queued = false;
+    frag->tag = 0;
+    frag->ep = NULL;
+    frag->total_len = 0;
+    frag->offset = 0;
+    frag->frag_id = 0;
+}
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_engine_t *eng)
+{
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&eng->small_frags);
+    if (NULL == frag) {
+        return NULL;
+    }
+    frag_reset(frag);
+    frag->seg.flags = 0;
+    frag->seg.retries = 0;
+    frag->seg.hotel_room = -1;
+    frag->seg.ep = NULL;
+    return frag;
+}
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_engine_t *eng, size_t pack_size)
+{
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&eng->large_frags);
+    if (NULL == frag) {
+        return NULL;
+    }
+    frag_reset(frag);
+    if (pack_size > frag->pack_buf_size) {
+        uint8_t *buf = (uint8_t *) realloc(frag->pack_buf, pack_size);
+        if (NULL == buf) {
+            opal_free_list_return(&eng->large_frags, &frag->base.super);
+            return NULL;
+        }
+        frag->pack_buf = buf;
+        frag->pack_buf_size = pack_size;
+    }
+    return frag;
+}
+
+static opal_btl_usnic_send_seg_t *seg_alloc(opal_free_list_t *list)
+{
+    opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) opal_free_list_get(list);
+    if (NULL != seg) {
+        seg->flags = 0;
+        seg->retries = 0;
+        seg->hotel_room = -1;
+        seg->ep = NULL;
+        seg->frag = NULL;
+    }
+    return seg;
+}
+
+opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_engine_t *eng)
+{
+    return seg_alloc(&eng->chunk_segs);
+}
+
+opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_engine_t *eng)
+{
+    return seg_alloc(&eng->ack_segs);
+}
+
+void opal_btl_usnic_frag_return(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    opal_free_list_t *list = (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) ? &eng->small_frags
+                                                                        : &eng->large_frags;
+    opal_free_list_return(list, &frag->base.super);
+}
+
+bool opal_btl_usnic_seg_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    if (!opal_btl_usnic_seg_is_free_to_recycle(seg)) {
+        return false;
+    }
+    switch (seg->kind) {
+    case OPAL_BTL_USNIC_SEG_CHUNK:
+        opal_free_list_return(&eng->chunk_segs, &seg->super);
+        return true;
+    case OPAL_BTL_USNIC_SEG_ACK:
+        opal_free_list_return(&eng->ack_segs, &seg->super);
+        return true;
+    default: {
+        /* The embedded segment of a small frag: the frag goes back only when
+         * the PML has let go of the descriptor too. */
+        opal_btl_usnic_send_frag_t *frag = seg->frag;
+        if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
+            opal_btl_usnic_frag_return(eng, frag);
+            return true;
+        }
+        return false;
+    }
+    }
+}
+
+/* ----- reassembly ----- */
+
+opal_btl_usnic_rx_frag_class_t opal_btl_usnic_rx_frag_classify(const opal_btl_usnic_rx_frag_t *slot,
+                                                               uint32_t frag_id, uint32_t frag_size)
+{
+    if (0 == slot->frag_id) {
+        return OPAL_BTL_USNIC_RX_FRAG_NEW;
+    }
+    if (slot->frag_id != frag_id) {
+        return OPAL_BTL_USNIC_RX_FRAG_BUSY;
+    }
+    return (slot->size == frag_size) ? OPAL_BTL_USNIC_RX_FRAG_CONTINUE : OPAL_BTL_USNIC_RX_FRAG_MISMATCH;
+}
+
+int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
+                               uint32_t offset, const void *data, uint32_t len, uint8_t tag,
+                               bool *complete_p)
+{
+    if (0 == slot->frag_id) {
+        slot->buf = (uint8_t *) malloc(frag_size);
+        if (NULL == slot->buf) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+        slot->frag_id = frag_id;
+        slot->size = frag_size;
+        slot->bytes_left = frag_size;
+        slot->tag = tag;
+    }
+    memcpy(slot->buf + offset, data, len);
+    slot->bytes_left -= len;
+    *complete_p = (0 == slot->bytes_left);
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_rx_frag_reset(opal_btl_usnic_rx_frag_t *slot)
+{
+    free(slot->buf);
+    slot->buf = NULL;
+    slot->frag_id = 0;
+    slot->size = 0;
+    slot->bytes_left = 0;
+}

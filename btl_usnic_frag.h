@@ -1,0 +1,175 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Fragments, segments and their free lists.
+ *
+ *  fragment: what the PML asks us to send (a BTL descriptor), any size.
+ *  segment:  what goes on the wire in one datagram.
+ *  chunk:    a piece of a large fragment carried by one segment.
+ *
+ * A small fragment (fits one datagram) embeds its one segment, whose buffer
+ * holds the copy of the data that is retransmitted until ACKed.  A large
+ * fragment borrows chunk segments from a free list, one per datagram; each
+ * chunk segment holds its own copy of its bytes, so once the last chunk is
+ * copied out the fragment no longer needs the user's buffer.
+ *
+ * A send segment's state is two independent facts (see style guide §4.5):
+ * POSTED (the provider may still read its buffer) and ACKED (the peer has
+ * it).  It is recycled only when it is ACKED and not POSTED.
+ */
+#ifndef OPAL_BTL_USNIC_FRAG_H
+#define OPAL_BTL_USNIC_FRAG_H
+
+#include "opal_config.h"
+#include "opal/class/opal_free_list.h"
+#include "opal/mca/btl/btl.h"
+#include "opal/datatype/opal_convertor.h"
+
+#include "btl_usnic_proto.h"
+#include "btl_usnic_seq.h"
+
+struct opal_btl_usnic_engine_t;
+struct mca_btl_base_endpoint_t;
+
+/* Send segment kinds */
+enum {
+    OPAL_BTL_USNIC_SEG_SMALL = 1, /* embedded in a small fragment */
+    OPAL_BTL_USNIC_SEG_CHUNK = 2, /* from the chunk free list */
+    OPAL_BTL_USNIC_SEG_ACK = 3,   /* from the ACK free list */
+};
+
+/* Send segment state flags */
+#define OPAL_BTL_USNIC_SEG_FLAG_POSTED    0x01 /* handed to the provider, no completion yet */
+#define OPAL_BTL_USNIC_SEG_FLAG_ACKED     0x02 /* covered by a cumulative ACK */
+#define OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER  0x04 /* retransmit timer armed */
+#define OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND 0x08 /* on the engine's resend list */
+#define OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW 0x10 /* holds a sequence number awaiting ACK */
+
+/* Room for the provider's per-operation context (struct fi_context2) */
+#define OPAL_BTL_USNIC_WIRE_CTX_WORDS 8
+
+typedef struct opal_btl_usnic_send_seg_t {
+    opal_free_list_item_t super;          /* free list; resend list while in use */
+    uint64_t wire_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS];
+    uint8_t kind;
+    uint8_t flags;
+    uint8_t channel;                      /* channel it was last posted on */
+    uint8_t retries;                      /* times retransmitted */
+    int hotel_room;                       /* -1 when not checked in */
+    opal_btl_usnic_seq_t seq;
+    uint32_t wire_len;                    /* header + payload bytes */
+    uint64_t deadline;                    /* retransmit deadline (test timers) */
+    struct mca_btl_base_endpoint_t *ep;
+    struct opal_btl_usnic_send_frag_t *frag; /* owning small frag, else NULL */
+    uint8_t *buf;                         /* provider buffer (prefix first) */
+    opal_btl_usnic_hdr_t *hdr;            /* buf + prefix */
+} opal_btl_usnic_send_seg_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_send_seg_t);
+
+/* Fragment kinds */
+enum {
+    OPAL_BTL_USNIC_FRAG_SMALL = 1,
+    OPAL_BTL_USNIC_FRAG_LARGE = 2,
+};
+
+/* Room for the PML's header in a large fragment (prepare_src |reserve|) */
+#define OPAL_BTL_USNIC_LARGE_HDR_SPACE 128
+
+typedef struct opal_btl_usnic_send_frag_t {
+    mca_btl_base_descriptor_t base;       /* free list item; endpoint send queue */
+    mca_btl_base_segment_t segments[2];
+    uint8_t kind;
+    bool owned_by_btl;                    /* set from des_flags or by btl_free */
+    bool callback_pending;                /* PML wants its send callback */
+    bool queued;                          /* on the endpoint's send queue */
+    uint8_t tag;
+    struct mca_btl_base_endpoint_t *ep;
+    size_t total_len;                     /* bytes described by the segments */
+    /* small fragments */
+    opal_btl_usnic_send_seg_t seg;
+    /* large fragments */
+    size_t offset;                        /* bytes already copied into chunks */
+    uint32_t frag_id;
+    uint8_t *pack_buf;                    /* packed data (non-contiguous / alloc) */
+    size_t pack_buf_size;
+    uint8_t hdr_space[OPAL_BTL_USNIC_LARGE_HDR_SPACE];
+} opal_btl_usnic_send_frag_t;
+OBJ_CLASS_DECLARATION(opal_btl_usnic_send_frag_t);
+
+static inline bool opal_btl_usnic_seg_is_free_to_recycle(const opal_btl_usnic_send_seg_t *seg)
+{
+    return (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ACKED) &&
+           !(seg->flags & (OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND));
+}
+
+/**
+ * Create the engine's free lists (small and large fragments, chunk and ACK
+ * segments).  Segment buffers are allocated here, cache-line aligned, each
+ * |prefix| + |mtu| bytes.  Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
+ */
+int opal_btl_usnic_frag_lists_init(struct opal_btl_usnic_engine_t *eng);
+void opal_btl_usnic_frag_lists_fini(struct opal_btl_usnic_engine_t *eng);
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(struct opal_btl_usnic_engine_t *eng);
+opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(struct opal_btl_usnic_engine_t *eng,
+                                                            size_t pack_size);
+opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(struct opal_btl_usnic_engine_t *eng);
+opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(struct opal_btl_usnic_engine_t *eng);
+
+/* Return a fragment to its free list (no checks). */
+void opal_btl_usnic_frag_return(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+
+/**
+ * Recycle |seg| if neither the provider nor the peer needs it any more; for
+ * a small fragment's embedded segment, the fragment goes back to its free
+ * list when the BTL also owns the descriptor.  Returns true if released.
+ */
+bool opal_btl_usnic_seg_release_if_done(struct opal_btl_usnic_engine_t *eng,
+                                        opal_btl_usnic_send_seg_t *seg);
+
+/* Where the payload of a send segment starts */
+static inline uint8_t *opal_btl_usnic_seg_payload(opal_btl_usnic_send_seg_t *seg, size_t hdr_len)
+{
+    return (uint8_t *) seg->hdr + hdr_len;
+}
+
+/* --- Receive side: reassembly of chunked fragments --- */
+
+typedef struct opal_btl_usnic_rx_frag_t {
+    uint32_t frag_id;                     /* 0 = slot free (ids start at 1) */
+    uint32_t size;
+    uint32_t bytes_left;
+    uint8_t tag;
+    uint8_t *buf;
+} opal_btl_usnic_rx_frag_t;
+
+/**
+ * Classification of an incoming chunk against the reassembly slot it maps
+ * to.  Pure function of the slot and the chunk header fields.
+ */
+typedef enum {
+    OPAL_BTL_USNIC_RX_FRAG_NEW,      /* slot free: start a reassembly */
+    OPAL_BTL_USNIC_RX_FRAG_CONTINUE, /* slot holds this fragment */
+    OPAL_BTL_USNIC_RX_FRAG_BUSY,     /* slot holds another fragment: drop, sender resends */
+    OPAL_BTL_USNIC_RX_FRAG_MISMATCH, /* same id, different total size: corrupt, drop */
+} opal_btl_usnic_rx_frag_class_t;
+
+opal_btl_usnic_rx_frag_class_t opal_btl_usnic_rx_frag_classify(const opal_btl_usnic_rx_frag_t *slot,
+                                                               uint32_t frag_id, uint32_t frag_size);
+
+/**
+ * Copy one chunk into its reassembly.  Starts the reassembly if the slot
+ * was free (allocates the buffer).  Returns OPAL_SUCCESS and sets
+ * *|complete_p| when the last byte arrived; OPAL_ERR_OUT_OF_RESOURCE if no
+ * buffer could be allocated (the chunk must then be dropped un-ACKed).
+ * Assumes the caller checked the classification and that each sequence
+ * number (hence each chunk) is accepted once.
+ */
+int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
+                               uint32_t offset, const void *data, uint32_t len, uint8_t tag,
+                               bool *complete_p);
+
+/* Forget a finished or abandoned reassembly, freeing its buffer. */
+void opal_btl_usnic_rx_frag_reset(opal_btl_usnic_rx_frag_t *slot);
+
+#endif /* OPAL_BTL_USNIC_FRAG_H */

@@ -1,0 +1,137 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Interface facts the udp provider does not report (netmask, MTU, link
+ * speed, Linux name) and the if_include / if_exclude filter.  Pure
+ * functions where possible, so they are tested without a network.
+ */
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_usnic.h"
+
+int opal_btl_usnic_parse_cidr(const char *text, uint32_t *addr_p, uint32_t *mask_p)
+{
+    char buf[64];
+    const char *slash = strchr(text, '/');
+    if (NULL == slash || (size_t) (slash - text) >= sizeof(buf)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    memcpy(buf, text, slash - text);
+    buf[slash - text] = '\0';
+    struct in_addr addr;
+    if (1 != inet_pton(AF_INET, buf, &addr)) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    char *end = NULL;
+    long len = strtol(slash + 1, &end, 10);
+    if (end == slash + 1 || '\0' != *end || len < 1 || len > 32) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    uint32_t mask = (32 == len) ? 0xffffffffu : ~(0xffffffffu >> len);
+    *mask_p = htonl(mask);
+    *addr_p = addr.s_addr & *mask_p;
+    return OPAL_SUCCESS;
+}
+
+/* Does one filter entry match the interface? Sets *bad_p if the entry is invalid. */
+static bool entry_matches(const char *entry, const char *ifname, const char *domain, uint32_t ipv4, bool *bad_p)
+{
+    *bad_p = false;
+    if (isalpha((unsigned char) entry[0])) {
+        return (NULL != ifname && 0 == strcmp(entry, ifname)) || (NULL != domain && 0 == strcmp(entry, domain));
+    }
+    uint32_t net, mask;
+    if (OPAL_SUCCESS != opal_btl_usnic_parse_cidr(entry, &net, &mask)) {
+        *bad_p = true;
+        return false;
+    }
+    return (ipv4 & mask) == net;
+}
+
+bool opal_btl_usnic_if_list_matches(const char *list, const char *ifname, const char *domain, uint32_t ipv4,
+                                    char **bad_entry_p)
+{
+    bool match = false;
+    char *copy = strdup(list);
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ", ", &save); NULL != tok; tok = strtok_r(NULL, ", ", &save)) {
+        bool bad;
+        if (entry_matches(tok, ifname, domain, ipv4, &bad)) {
+            match = true;
+        }
+        if (bad && NULL != bad_entry_p && NULL == *bad_entry_p) {
+            *bad_entry_p = strdup(tok);
+        }
+    }
+    free(copy);
+    return match;
+}
+
+int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len)
+{
+    struct ifaddrs *ifs = NULL;
+    if (0 != getifaddrs(&ifs)) {
+        return OPAL_ERR_NOT_FOUND;
+    }
+    int rc = OPAL_ERR_NOT_FOUND;
+    for (struct ifaddrs *i = ifs; NULL != i; i = i->ifa_next) {
+        if (NULL != i->ifa_addr && AF_INET == i->ifa_addr->sa_family &&
+            ((struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr == ipv4) {
+            snprintf(name, len, "%s", i->ifa_name);
+            rc = OPAL_SUCCESS;
+            break;
+        }
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+/* Read one integer from /sys/class/net/<ifname>/<what>; -1 if unknown. */
+static long read_sysfs_long(const char *ifname, const char *what)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/sys/class/net/%s/%s", ifname, what);
+    FILE *f = fopen(path, "r");
+    if (NULL == f) {
+        return -1;
+    }
+    long v = -1;
+    if (1 != fscanf(f, "%ld", &v)) {
+        v = -1;
+    }
+    fclose(f);
+    return v;
+}
+
+int opal_btl_usnic_if_mtu(const char *ifname)
+{
+    return (int) read_sysfs_long(ifname, "mtu");
+}
+
+int opal_btl_usnic_if_speed_mbps(const char *ifname)
+{
+    return (int) read_sysfs_long(ifname, "speed");
+}
+
+long opal_btl_usnic_kernel_rmem_default(void)
+{
+    FILE *f = fopen("/proc/sys/net/core/rmem_default", "r");
+    if (NULL == f) {
+        return -1;
+    }
+    long v = -1;
+    if (1 != fscanf(f, "%ld", &v)) {
+        v = -1;
+    }
+    fclose(f);
+    return v;
+}

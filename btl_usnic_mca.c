@@ -1,0 +1,194 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * MCA parameters (one register function for all of them) and the MPI_T
+ * performance variables.
+ */
+#include "opal_config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "opal/mca/base/mca_base_pvar.h"
+#include "opal/mca/base/mca_base_var.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+
+/* Register one integer parameter and check it against [lo, hi]. */
+static bool reg_int(const char *name, const char *help, int deflt, int lo, int hi, int level, int *storage)
+{
+    *storage = deflt;
+    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, help,
+                                           MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
+                                           storage);
+    if (*storage < lo || *storage > hi) {
+        char range[64];
+        snprintf(range, sizeof(range), "%d to %d", lo, hi);
+        char value[32];
+        snprintf(value, sizeof(value), "%d", *storage);
+        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
+                       name, value, range);
+        return false;
+    }
+    return true;
+}
+
+static void reg_string(const char *name, const char *help, const char *deflt, int level, char **storage)
+{
+    *storage = (char *) deflt;
+    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, help,
+                                           MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
+                                           storage);
+}
+
+static bool is_set(const char *s)
+{
+    return NULL != s && '\0' != s[0];
+}
+
+int opal_btl_usnic_component_register_params(void)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    bool ok = true;
+
+    reg_string("provider_include",
+               "Comma-separated list of libfabric providers to try, in order; the first one that yields a usable "
+               "interface is used (default: the Cisco usnic provider where present, else the portable udp provider)",
+               "usnic,udp", OPAL_INFO_LVL_3, &c->provider_include);
+    reg_string("if_include",
+               "Comma-separated list of interfaces to use: Linux interface names (e.g. eth0, lo), libfabric domain "
+               "names (e.g. usnic_0) or IPv4 subnets in CIDR notation (e.g. 10.10.0.0/16).  Loopback is used only if "
+               "named here.  Mutually exclusive with btl_usnic_if_exclude",
+               NULL, OPAL_INFO_LVL_1, &c->if_include);
+    reg_string("if_exclude",
+               "Comma-separated list of interfaces (names or IPv4 CIDR subnets) not to use.  Mutually exclusive "
+               "with btl_usnic_if_include",
+               NULL, OPAL_INFO_LVL_1, &c->if_exclude);
+    ok &= reg_int("max_btls", "Maximum number of interfaces (modules) to use; 0 means all usable ones", 0, 0, 1024,
+                  OPAL_INFO_LVL_2, &c->max_btls);
+    ok &= reg_int("sd_num",
+                  "Send queue depth of the data channel (-1: the provider's default, at most 1024)", -1, -1, 65536,
+                  OPAL_INFO_LVL_5, &c->sd_num);
+    ok &= reg_int("rd_num", "Receive buffers posted on the data channel (-1: the provider's default, at most 512)",
+                  -1, -1, 65536, OPAL_INFO_LVL_5, &c->rd_num);
+    ok &= reg_int("prio_sd_num", "Send queue depth of the priority channel (-1: 256)", -1, -1, 65536,
+                  OPAL_INFO_LVL_5, &c->prio_sd_num);
+    ok &= reg_int("prio_rd_num", "Receive buffers posted on the priority channel (-1: 256)", -1, -1, 65536,
+                  OPAL_INFO_LVL_5, &c->prio_rd_num);
+    ok &= reg_int("retrans_timeout",
+                  "Microseconds a segment waits for its ACK before it is retransmitted (timers fire when Open MPI "
+                  "loops its event base, so the effective resolution is coarser)",
+                  5000, 100, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
+    ok &= reg_int("max_resends_per_iteration",
+                  "Maximum number of retransmissions posted per progress call (prevents retransmission storms)", 16,
+                  1, 65536, OPAL_INFO_LVL_5, &c->max_resends_per_iteration);
+    ok &= reg_int("ack_iteration_delay",
+                  "Progress iterations an ACK may wait for data to piggy-back on before it is sent on its own", 4, 0,
+                  1000000, OPAL_INFO_LVL_5, &c->ack_iteration_delay);
+    ok &= reg_int("priority_limit",
+                  "Largest datagram (bytes, header included) sent as a tiny message on the priority channel; it is "
+                  "also the receive buffer size of that channel (0: 768)",
+                  0, 0, 65536, OPAL_INFO_LVL_5, &c->priority_limit);
+    ok &= reg_int("window",
+                  "Send window: segments that may await an ACK per peer (0: derived from the kernel's default socket "
+                  "receive buffer, so a lossless path does not overflow it; rounded to the peer's value)",
+                  0, 0, 4096, OPAL_INFO_LVL_4, &c->window);
+    ok &= reg_int("stats",
+                  "If > 0, print per-module statistics every this many seconds and once more at finalize", 0, 0,
+                  86400, OPAL_INFO_LVL_4, &c->stats);
+    ok &= reg_int("verbose", "Verbosity of the usnic BTL's diagnostic output (0 = quiet, 100 = everything)", 0, 0,
+                  100, OPAL_INFO_LVL_5, &c->verbose);
+    ok &= reg_int("link_speed", "Link speed (Mbps) assumed when the interface does not report one", 10000, 1,
+                  1000000, OPAL_INFO_LVL_5, &c->link_speed_default);
+
+    if (is_set(c->if_include) && is_set(c->if_exclude)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "include and exclude", true, opal_process_info.nodename,
+                       c->if_include, c->if_exclude);
+        ok = false;
+    }
+    if (!is_set(c->provider_include)) {
+        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
+                       "provider_include", "(empty)", "a non-empty list of libfabric provider names");
+        ok = false;
+    }
+    if (0 != c->priority_limit && c->priority_limit < (int) sizeof(opal_btl_usnic_hdr_t) + 64) {
+        char value[32];
+        snprintf(value, sizeof(value), "%d", c->priority_limit);
+        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
+                       "priority_limit", value, "0, or at least 88 bytes");
+        ok = false;
+    }
+    c->params_valid = ok;
+
+    /* The standard btl_usnic_* parameters (exclusivity, flags, eager_limit,
+     * rndv_eager_limit, max_send_size, latency, bandwidth, ...) with the
+     * module template's values as defaults. */
+    return mca_btl_base_param_register(&c->super.btl_version, &opal_btl_usnic_module_template);
+}
+
+/* ----- MPI_T performance variables: one array element per module ----- */
+
+typedef struct {
+    const char *name;
+    const char *help;
+    size_t offset;
+} counter_desc_t;
+
+static const counter_desc_t counters[] = {
+#define OPAL_BTL_USNIC_COUNTER_DESC(n, h) {#n, h, offsetof(opal_btl_usnic_stats_t, n)},
+    OPAL_BTL_USNIC_COUNTERS(OPAL_BTL_USNIC_COUNTER_DESC)
+#undef OPAL_BTL_USNIC_COUNTER_DESC
+};
+
+static int pvar_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void) obj;
+    size_t offset = (size_t) (uintptr_t) pvar->ctx;
+    unsigned long *out = (unsigned long *) value;
+    for (int i = 0; i < mca_btl_usnic_component.num_modules; ++i) {
+        const char *stats = (const char *) &mca_btl_usnic_component.modules[i]->eng.stats;
+        out[i] = (unsigned long) *(const uint64_t *) (stats + offset);
+    }
+    return OPAL_SUCCESS;
+}
+
+static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event, void *obj, int *count)
+{
+    (void) pvar;
+    (void) obj;
+    if (MCA_BASE_PVAR_HANDLE_BIND == event) {
+        *count = mca_btl_usnic_component.num_modules;
+    }
+    return OPAL_SUCCESS;
+}
+
+int opal_btl_usnic_register_pvars(void)
+{
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); ++i) {
+        int rc = mca_base_component_pvar_register(
+            &mca_btl_usnic_component.super.btl_version, counters[i].name, counters[i].help, OPAL_INFO_LVL_4,
+            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, pvar_get, NULL, pvar_notify,
+            (void *) (uintptr_t) counters[i].offset);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when)
+{
+    char line[4096];
+    int n = snprintf(line, sizeof(line), "btl:usnic %s stats [%s rank %u %s]:", when, opal_process_info.nodename,
+                     (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name);
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]) && n < (int) sizeof(line) - 64; ++i) {
+        uint64_t v = *(const uint64_t *) ((const char *) &module->eng.stats + counters[i].offset);
+        if (0 != v) {
+            n += snprintf(line + n, sizeof(line) - n, " %s=%llu", counters[i].name + 4 * (0 == strncmp(counters[i].name, "num_", 4)),
+                          (unsigned long long) v);
+        }
+    }
+    opal_output(0, "%s", line);
+}

@@ -1,0 +1,969 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Per-interface modules: libfabric resources, the BTL entry points and the
+ * production "wire" under the reliability engine.
+ */
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include "opal/class/opal_bitmap.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+#include "opal/util/show_help.h"
+
+#include "btl_usnic.h"
+
+#define OPAL_BTL_USNIC_DEFAULT_TINY_MTU 768
+#define OPAL_BTL_USNIC_CQ_BATCH 16
+#define OPAL_BTL_USNIC_CQ_READS_PER_PASS 64
+
+static void show_fi_error(opal_btl_usnic_module_t *module, const char *call, int rc)
+{
+    opal_show_help("help-mpi-btl-usnic.txt", "libfabric API failed", true, opal_process_info.nodename,
+                   NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc, fi_strerror(-rc));
+}
+
+/* ===================== the production wire ===================== */
+
+static opal_btl_usnic_send_seg_t *send_seg_of_ctx(void *ctx)
+{
+    return (opal_btl_usnic_send_seg_t *) ((char *) ctx - offsetof(opal_btl_usnic_send_seg_t, wire_ctx));
+}
+
+static bool is_transient_send_error(ssize_t rc)
+{
+    switch (-rc) {
+    case FI_EAGAIN:
+    case ENOBUFS:
+    case ENOMEM:
+    case EINTR:
+    case ECONNREFUSED: /* ICMP from a peer that is not listening (yet/any more) */
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EPERM:        /* a firewall said no: the retransmission engine copes */
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+                     int channel)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    opal_btl_usnic_channel_t *chan = &module->chan[channel];
+    ssize_t rc = fi_send(chan->ep, seg->buf, module->prefix + seg->wire_len, NULL, ep->peer_addr[channel],
+                         seg->wire_ctx);
+    if (OPAL_LIKELY(0 == rc)) {
+        seg->channel = (uint8_t) channel;
+        return OPAL_SUCCESS;
+    }
+    if (is_transient_send_error(rc)) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_verbose(5, "fi_send to peer %u failed: %s", ep->peer_id, fi_strerror((int) -rc));
+    return OPAL_ERR_UNREACH;
+}
+
+static void hotel_evict(opal_hotel_t *hotel, int room, void *occupant)
+{
+    (void) hotel;
+    (void) room;
+    opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) occupant;
+    OPAL_BTL_USNIC_LOCK();
+    opal_btl_usnic_retrans_expired(seg->ep->eng, seg);
+    OPAL_BTL_USNIC_UNLOCK();
+}
+
+static int wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
+{
+    (void) eng;
+    return opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
+}
+
+static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_seg_t *seg)
+{
+    (void) eng;
+    if (seg->hotel_room >= 0) {
+        opal_hotel_checkout(&ep->hotel, seg->hotel_room);
+        seg->hotel_room = -1;
+    }
+}
+
+static void wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                         size_t len)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    const mca_btl_active_message_callback_t *reg = mca_btl_base_active_message_trigger + tag;
+    if (OPAL_UNLIKELY(NULL == reg->cbfunc)) {
+        /* nobody registered this tag: a corrupt or foreign segment */
+        OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_type);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
+        return;
+    }
+    mca_btl_base_segment_t segment = {.seg_addr.pval = data, .seg_len = len};
+    mca_btl_base_descriptor_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.des_segments = &segment;
+    desc.des_segment_count = 1;
+    (void) ep;
+    reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
+}
+
+static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    if (ep->failed) {
+        return;
+    }
+    ep->failed = true;
+    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename, module->if_name,
+                   NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown", ep->peer_id, opal_strerror(rc));
+    opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
+    if (NULL != module->pml_error_cb) {
+        module->pml_error_cb(&module->super, MCA_BTL_ERROR_FLAGS_NONFATAL, ep->proc, NULL);
+    }
+}
+
+static const opal_btl_usnic_wire_ops_t libfabric_wire = {
+    .post = wire_post,
+    .timer_arm = wire_timer_arm,
+    .timer_disarm = wire_timer_disarm,
+    .deliver = wire_deliver,
+    .peer_failed = wire_peer_failed,
+};
+
+/* ===================== channels ===================== */
+
+static opal_btl_usnic_recv_seg_t *recv_seg_of_ctx(void *ctx)
+{
+    return (opal_btl_usnic_recv_seg_t *) ctx; /* wire_ctx is the first member */
+}
+
+static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[rseg->channel];
+    ssize_t rc;
+    do {
+        rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC, rseg->wire_ctx);
+    } while (-FI_EAGAIN == rc);
+    return (0 == rc) ? OPAL_SUCCESS : (int) rc;
+}
+
+static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[c];
+    chan->rbuf_stride = (module->prefix + chan->mtu + 63) & ~(size_t) 63;
+    chan->rsegs = (opal_btl_usnic_recv_seg_t *) calloc(chan->rd_num, sizeof(*chan->rsegs));
+    if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < chan->rd_num; ++i) {
+        chan->rsegs[i].buf = chan->rbufs + i * chan->rbuf_stride;
+        chan->rsegs[i].channel = c;
+        int rc = recv_post(module, &chan->rsegs[i]);
+        if (OPAL_SUCCESS != rc) {
+            show_fi_error(module, "fi_recv", rc);
+            return OPAL_ERROR;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+static int channel_open(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[c];
+    struct fi_info *info = fi_dupinfo(module->info);
+    if (NULL == info) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    info->tx_attr->size = chan->sd_num;
+    info->rx_attr->size = chan->rd_num;
+    int rc = fi_endpoint(module->domain, info, &chan->ep, NULL);
+    fi_freeinfo(info);
+    if (0 != rc) {
+        show_fi_error(module, "fi_endpoint", rc);
+        return OPAL_ERROR;
+    }
+    struct fi_cq_attr cq_attr = {
+        .size = (size_t) (chan->sd_num + chan->rd_num),
+        .format = FI_CQ_FORMAT_MSG,
+        .wait_obj = FI_WAIT_NONE,
+    };
+    if (0 != (rc = fi_cq_open(module->domain, &cq_attr, &chan->cq, NULL))) {
+        show_fi_error(module, "fi_cq_open", rc);
+        return OPAL_ERROR;
+    }
+    if (0 != (rc = fi_ep_bind(chan->ep, &chan->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        0 != (rc = fi_ep_bind(chan->ep, &module->av->fid, 0)) || 0 != (rc = fi_enable(chan->ep))) {
+        show_fi_error(module, "fi_ep_bind/fi_enable", rc);
+        return OPAL_ERROR;
+    }
+    struct sockaddr_in sin;
+    size_t len = sizeof(sin);
+    if (0 != (rc = fi_getname(&chan->ep->fid, &sin, &len))) {
+        show_fi_error(module, "fi_getname", rc);
+        return OPAL_ERROR;
+    }
+    chan->port = ntohs(sin.sin_port);
+    return channel_post_all_recvs(module, c);
+}
+
+static void channel_close(opal_btl_usnic_channel_t *chan)
+{
+    if (NULL != chan->ep) {
+        fi_close(&chan->ep->fid);
+        chan->ep = NULL;
+    }
+    if (NULL != chan->cq) {
+        fi_close(&chan->cq->fid);
+        chan->cq = NULL;
+    }
+    free(chan->rsegs);
+    chan->rsegs = NULL;
+    free(chan->rbufs);
+    chan->rbufs = NULL;
+}
+
+/* ===================== completions and progress ===================== */
+
+static opal_btl_usnic_endpoint_t *lookup_sender(opal_btl_usnic_engine_t *eng, uint32_t sender_id)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    return (sender_id < module->num_peer_slots) ? module->peers[sender_id] : NULL;
+}
+
+static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len)
+{
+    if (len >= module->prefix) {
+        opal_btl_usnic_recv_segment(&module->eng, lookup_sender, rseg->buf + module->prefix, len - module->prefix);
+    }
+    (void) recv_post(module, rseg);
+}
+
+static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp)
+{
+    if (comp->flags & FI_RECV) {
+        handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len);
+    } else {
+        opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp->op_context));
+    }
+}
+
+static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    struct fi_cq_err_entry err;
+    memset(&err, 0, sizeof(err));
+    if (fi_cq_readerr(chan->cq, &err, 0) < 1) {
+        return;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors);
+    if (err.flags & FI_RECV) {
+        (void) recv_post(module, recv_seg_of_ctx(err.op_context));
+    } else if (NULL != err.op_context) {
+        /* the datagram may not have left; retransmission covers it */
+        opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(err.op_context));
+    }
+}
+
+/* Drain one channel's CQ, at most a bounded number of reads: the udp
+ * provider reaps at most one receive per fi_cq_read. */
+static int poll_channel(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[c];
+    struct fi_cq_msg_entry comps[OPAL_BTL_USNIC_CQ_BATCH];
+    int count = 0;
+    for (int pass = 0; pass < OPAL_BTL_USNIC_CQ_READS_PER_PASS; ++pass) {
+        ssize_t n = fi_cq_read(chan->cq, comps, OPAL_BTL_USNIC_CQ_BATCH);
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; ++i) {
+                handle_completion(module, &comps[i]);
+            }
+            count += (int) n;
+        } else if (-FI_EAVAIL == n) {
+            handle_cq_error(module, chan);
+        } else {
+            break;
+        }
+    }
+    return count;
+}
+
+static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
+{
+    if (module->fast_deferred_valid) {
+        module->fast_deferred_valid = false;
+        opal_btl_usnic_recv_fast_finish(&module->eng, module->fast_deferred_ep, module->fast_deferred_rseg->buf);
+        (void) recv_post(module, module->fast_deferred_rseg);
+    }
+}
+
+bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    struct fi_cq_msg_entry comp;
+    if (module->fast_deferred_valid || 1 != fi_cq_read(chan->cq, &comp, 1)) {
+        return false;
+    }
+    if (comp.flags & FI_RECV) {
+        opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
+        opal_btl_usnic_endpoint_t *ep = NULL;
+        if (comp.len >= module->prefix &&
+            opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
+                                     comp.len - module->prefix, &ep)) {
+            module->fast_deferred_valid = true;
+            module->fast_deferred_ep = ep;
+            module->fast_deferred_rseg = rseg;
+            return true;
+        }
+    }
+    handle_completion(module, &comp);
+    return false;
+}
+
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+{
+    finish_deferred_fast_recv(module);
+    int count = poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    count += poll_channel(module, OPAL_BTL_USNIC_DATA_CHANNEL);
+    count += opal_btl_usnic_engine_progress(&module->eng);
+    /* sends complete synchronously on socket providers: reap them now so
+     * the credits are back for the next pass */
+    return count;
+}
+
+/* ===================== BTL entry points ===================== */
+
+static opal_btl_usnic_module_t *usnic_module(struct mca_btl_base_module_t *btl)
+{
+    return (opal_btl_usnic_module_t *) btl;
+}
+
+static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
+{
+    frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    frag->segments[0].seg_len = size;
+    frag->base.des_segment_count = 1;
+    frag->base.des_flags = flags;
+}
+
+static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                                              uint8_t order, size_t size, uint32_t flags)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_btl_usnic_send_frag_t *frag;
+    (void) order;
+    OPAL_BTL_USNIC_LOCK();
+    if (size <= module->eng.max_frag_payload) {
+        frag = opal_btl_usnic_small_frag_alloc(&module->eng);
+        if (NULL != frag) {
+            frag_init_small(frag, size, flags);
+        }
+    } else if (size <= btl->btl_max_send_size || size <= btl->btl_eager_limit) {
+        frag = opal_btl_usnic_large_frag_alloc(&module->eng, size);
+        if (NULL != frag) {
+            frag->segments[0].seg_addr.pval = frag->pack_buf;
+            frag->segments[0].seg_len = size;
+            frag->base.des_segment_count = 1;
+            frag->base.des_flags = flags;
+        }
+    } else {
+        frag = NULL;
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    if (NULL == frag) {
+        return NULL;
+    }
+    frag->ep = ep;
+    return &frag->base;
+}
+
+static int usnic_free(struct mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
+    OPAL_BTL_USNIC_LOCK();
+    frag->owned_by_btl = true;
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind &&
+        0 == (frag->seg.flags & (OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW | OPAL_BTL_USNIC_SEG_FLAG_POSTED)) &&
+        !frag->queued) {
+        /* never sent, or sent and ACKed: nothing but us refers to it */
+        frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        opal_btl_usnic_seg_release_if_done(&module->eng, &frag->seg);
+    } else if (!frag->queued && !frag->callback_pending) {
+        opal_btl_usnic_frag_return(&module->eng, frag);
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    return OPAL_SUCCESS;
+}
+
+/* Pack up to *|size| bytes from |conv| to |dst| (NULL: point into the
+ * user's contiguous buffer).  Returns where the data is; sets *|size|. */
+static void *convertor_take(opal_convertor_t *conv, void *dst, size_t *size)
+{
+    struct iovec iov = {.iov_base = dst, .iov_len = *size};
+    uint32_t iov_count = 1;
+    size_t max_data = *size;
+    (void) opal_convertor_pack(conv, &iov, &iov_count, &max_data);
+    *size = max_data;
+    return iov.iov_base;
+}
+
+static mca_btl_base_descriptor_t *prepare_small(opal_btl_usnic_module_t *module, opal_convertor_t *conv,
+                                                size_t reserve, size_t *size, uint32_t flags)
+{
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
+    if (NULL == frag) {
+        return NULL;
+    }
+    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    frag->segments[0].seg_addr.pval = payload;
+    frag->segments[0].seg_len = reserve;
+    frag->base.des_flags = flags;
+    if (0 == *size) {
+        frag->base.des_segment_count = 1;
+    } else if (opal_convertor_need_buffers(conv)) {
+        convertor_take(conv, payload + reserve, size);
+        frag->segments[0].seg_len = reserve + *size;
+        frag->base.des_segment_count = 1;
+    } else {
+        /* contiguous: reference the user's buffer; copied once at send */
+        frag->segments[1].seg_addr.pval = convertor_take(conv, NULL, size);
+        frag->segments[1].seg_len = *size;
+        frag->base.des_segment_count = 2;
+    }
+    return &frag->base;
+}
+
+static mca_btl_base_descriptor_t *prepare_large(opal_btl_usnic_module_t *module, opal_convertor_t *conv,
+                                                size_t reserve, size_t *size, uint32_t flags)
+{
+    if (reserve > OPAL_BTL_USNIC_LARGE_HDR_SPACE) {
+        return NULL;
+    }
+    bool packed = opal_convertor_need_buffers(conv);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(&module->eng, packed ? *size : 0);
+    if (NULL == frag) {
+        return NULL;
+    }
+    frag->segments[0].seg_addr.pval = frag->hdr_space;
+    frag->segments[0].seg_len = reserve;
+    frag->segments[1].seg_addr.pval = convertor_take(conv, packed ? frag->pack_buf : NULL, size);
+    frag->segments[1].seg_len = *size;
+    frag->base.des_segment_count = 2;
+    frag->base.des_flags = flags;
+    return &frag->base;
+}
+
+static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t *btl,
+                                                    struct mca_btl_base_endpoint_t *ep, opal_convertor_t *conv,
+                                                    uint8_t order, size_t reserve, size_t *size, uint32_t flags)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    mca_btl_base_descriptor_t *des;
+    (void) order;
+    if (reserve + *size > btl->btl_max_send_size && reserve < btl->btl_max_send_size) {
+        *size = btl->btl_max_send_size - reserve;
+    }
+    OPAL_BTL_USNIC_LOCK();
+    if (reserve + *size <= module->eng.max_frag_payload) {
+        des = prepare_small(module, conv, reserve, size, flags);
+    } else {
+        des = prepare_large(module, conv, reserve, size, flags);
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    if (NULL != des) {
+        ((opal_btl_usnic_send_frag_t *) des)->ep = ep;
+    }
+    return des;
+}
+
+static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                      mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
+    int rc = 0;
+    OPAL_BTL_USNIC_LOCK();
+    if (OPAL_UNLIKELY(ep->failed)) {
+        OPAL_BTL_USNIC_UNLOCK();
+        return OPAL_ERR_UNREACH;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, pml_module_sends);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+    frag->total_len = 0;
+    for (uint32_t i = 0; i < des->des_segment_count; ++i) {
+        frag->total_len += frag->segments[i].seg_len;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= module->eng.max_tiny_payload &&
+        opal_btl_usnic_send_fast(ep, frag)) {
+        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+            rc = 1; /* done: no callback; we recycle it when ACKed */
+        } else {
+            /* like vader, call back from progress rather than from inside
+             * the PML's own send call */
+            frag->callback_pending = true;
+            opal_list_append(&module->eng.pending_callbacks, &frag->base.super.super);
+        }
+    } else {
+        frag->callback_pending = true;
+        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    return rc;
+}
+
+static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
+                       struct opal_convertor_t *conv, void *header, size_t header_size, size_t payload_size,
+                       uint8_t order, uint32_t flags, mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    (void) order;
+    (void) flags;
+    if (NULL != descriptor) {
+        *descriptor = NULL;
+    }
+    if (header_size + payload_size > module->eng.max_frag_payload || ep->failed) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    OPAL_BTL_USNIC_LOCK();
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
+    if (NULL == frag) {
+        OPAL_BTL_USNIC_UNLOCK();
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    memcpy(payload, header, header_size);
+    size_t size = payload_size;
+    if (payload_size > 0) {
+        convertor_take(conv, payload + header_size, &size);
+    }
+    frag_init_small(frag, header_size + size, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = true;
+    frag->total_len = header_size + size;
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, pml_module_sends);
+    if (!opal_btl_usnic_send_fast(ep, frag)) {
+        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    return OPAL_SUCCESS;
+}
+
+static int usnic_register_error(struct mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cbfunc)
+{
+    usnic_module(btl)->pml_error_cb = cbfunc;
+    return OPAL_SUCCESS;
+}
+
+static int usnic_ft_event(int state)
+{
+    (void) state;
+    return OPAL_SUCCESS;
+}
+
+/* ===================== peers ===================== */
+
+/* Pick the peer's module we talk to: same subnet first, else one of the
+ * same loopback-ness.  Returns the index or -1. */
+static int match_remote(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (remote[i].netmask == module->netmask &&
+            (remote[i].ipv4 & remote[i].netmask) == (module->ipv4 & module->netmask)) {
+            return (int) i;
+        }
+    }
+    for (size_t i = 0; i < n; ++i) {
+        bool remote_lo = (ntohl(remote[i].ipv4) >> 24) == 127;
+        if (remote_lo == module->is_loopback) {
+            return (int) i;
+        }
+    }
+    return -1;
+}
+
+static int ensure_peer_slot(opal_btl_usnic_module_t *module, uint32_t id)
+{
+    if (id < module->num_peer_slots) {
+        return OPAL_SUCCESS;
+    }
+    size_t n = module->num_peer_slots ? module->num_peer_slots : 16;
+    while (n <= id) {
+        n *= 2;
+    }
+    opal_btl_usnic_endpoint_t **p = (opal_btl_usnic_endpoint_t **) realloc(module->peers, n * sizeof(*p));
+    if (NULL == p) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    memset(p + module->num_peer_slots, 0, (n - module->num_peer_slots) * sizeof(*p));
+    module->peers = p;
+    module->num_peer_slots = n;
+    return OPAL_SUCCESS;
+}
+
+static int av_insert_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                          const opal_btl_usnic_modex_t *remote)
+{
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        struct sockaddr_in sin;
+        memset(&sin, 0, sizeof(sin)); /* the provider rejects a non-zero sin_zero */
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = remote->ipv4;
+        sin.sin_port = htons(remote->ports[c]);
+        fi_addr_t addr = FI_ADDR_NOTAVAIL;
+        int rc = fi_av_insert(module->av, &sin, 1, &addr, 0, NULL);
+        if (1 != rc || FI_ADDR_NOTAVAIL == addr) {
+            char ip[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &remote->ipv4, ip, sizeof(ip));
+            opal_show_help("help-mpi-btl-usnic.txt", "unreachable peer IP", true, opal_process_info.nodename,
+                           module->if_name, opal_get_proc_hostname(ep->proc), ip);
+            return OPAL_ERR_UNREACH;
+        }
+        ep->peer_addr[c] = addr;
+    }
+    return OPAL_SUCCESS;
+}
+
+static uint32_t effective_window(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote)
+{
+    uint32_t w = module->local_modex.window;
+    return (remote->window < w) ? remote->window : w;
+}
+
+static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, const opal_btl_usnic_modex_t *remote,
+                           opal_btl_usnic_endpoint_t **ep_p)
+{
+    opal_btl_usnic_endpoint_t *ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    if (NULL == ep) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    ep->proc = proc;
+    ep->peer_id = proc->proc_name.vpid;
+    uint32_t window = effective_window(module, remote);
+    int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, module->local_modex.isn, remote->isn);
+    if (OPAL_SUCCESS == rc) {
+        rc = av_insert_peer(module, ep, remote);
+    }
+    if (OPAL_SUCCESS == rc) {
+        OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
+        ep->hotel_ready = true;
+        rc = opal_hotel_init(&ep->hotel, (int) window, opal_sync_event_base,
+                             (uint32_t) mca_btl_usnic_component.retrans_timeout, 0, hotel_evict);
+    }
+    if (OPAL_SUCCESS == rc) {
+        rc = ensure_peer_slot(module, ep->peer_id);
+    }
+    if (OPAL_SUCCESS != rc) {
+        OBJ_RELEASE(ep);
+        return rc;
+    }
+    module->peers[ep->peer_id] = ep;
+    opal_list_append(&module->all_endpoints, &ep->super);
+    *ep_p = ep;
+    return OPAL_SUCCESS;
+}
+
+/* Read and sanity-check a peer's modex.  Returns the entries or NULL (unreachable). */
+static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_proc_t *proc, size_t *n_p)
+{
+    opal_btl_usnic_modex_t *remote = NULL;
+    size_t size = 0;
+    int rc;
+    OPAL_MODEX_RECV(rc, &mca_btl_usnic_component.super.btl_version, &proc->proc_name, (void **) &remote, &size);
+    if (OPAL_SUCCESS != rc || NULL == remote) {
+        return NULL; /* no usnic modules on that peer: not an error */
+    }
+    if (0 == size || 0 != size % sizeof(*remote) || OPAL_BTL_USNIC_PROTO_VERSION != remote->proto_version) {
+        opal_show_help("help-mpi-btl-usnic.txt", "modex mismatch", true, opal_process_info.nodename,
+                       opal_get_proc_hostname(proc), OPAL_BTL_USNIC_PROTO_VERSION,
+                       (size >= sizeof(*remote)) ? remote->proto_version : 0);
+        free(remote);
+        return NULL;
+    }
+    *n_p = size / sizeof(*remote);
+    (void) module;
+    return remote;
+}
+
+static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
+                           struct mca_btl_base_endpoint_t **endpoints, struct opal_bitmap_t *reachable)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_proc_t *self = opal_proc_local_get();
+    OPAL_BTL_USNIC_LOCK();
+    for (size_t i = 0; i < nprocs; ++i) {
+        opal_proc_t *proc = procs[i];
+        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+            continue; /* btl/self; other jobs share no sender-id space with us */
+        }
+        if (proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid]) {
+            endpoints[i] = module->peers[proc->proc_name.vpid];
+        } else {
+            size_t n = 0;
+            opal_btl_usnic_modex_t *remote = modex_recv(module, proc, &n);
+            if (NULL == remote) {
+                continue;
+            }
+            int idx = match_remote(module, remote, n);
+            opal_btl_usnic_endpoint_t *ep = NULL;
+            int rc = (idx < 0) ? OPAL_ERR_UNREACH : endpoint_create(module, proc, &remote[idx], &ep);
+            free(remote);
+            if (OPAL_ERR_OUT_OF_RESOURCE == rc) {
+                OPAL_BTL_USNIC_UNLOCK();
+                return rc;
+            }
+            if (OPAL_SUCCESS != rc) {
+                continue;
+            }
+            endpoints[i] = ep;
+            opal_btl_usnic_verbose(10, "%s: peer %u reachable", module->if_name, ep->peer_id);
+        }
+        if (NULL != reachable) {
+            opal_bitmap_set_bit(reachable, (int) i);
+        }
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    return OPAL_SUCCESS;
+}
+
+static void endpoint_release(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
+    if (ep->peer_id < module->num_peer_slots && module->peers[ep->peer_id] == ep) {
+        module->peers[ep->peer_id] = NULL;
+    }
+    opal_list_remove_item(&module->all_endpoints, &ep->super);
+    OBJ_RELEASE(ep);
+}
+
+static int usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
+                           struct mca_btl_base_endpoint_t **peers)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    OPAL_BTL_USNIC_LOCK();
+    for (size_t i = 0; i < nprocs; ++i) {
+        opal_btl_usnic_endpoint_t *ep = (NULL != peers) ? peers[i] : NULL;
+        if (NULL == ep && procs[i]->proc_name.vpid < module->num_peer_slots &&
+            procs[i]->proc_name.jobid == OPAL_PROC_MY_NAME.jobid) {
+            ep = module->peers[procs[i]->proc_name.vpid];
+        }
+        if (NULL != ep && ep->eng == &module->eng) {
+            endpoint_release(module, ep);
+        }
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    return OPAL_SUCCESS;
+}
+
+static int usnic_finalize(struct mca_btl_base_module_t *btl)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    OPAL_BTL_USNIC_LOCK();
+    if (mca_btl_usnic_component.stats > 0) {
+        opal_btl_usnic_module_print_stats(module, "final");
+    }
+    opal_list_item_t *item;
+    while (NULL != (item = opal_list_get_first(&module->all_endpoints)) &&
+           item != opal_list_get_end(&module->all_endpoints)) {
+        endpoint_release(module, (opal_btl_usnic_endpoint_t *) item);
+    }
+    for (int c = OPAL_BTL_USNIC_NUM_CHANNELS - 1; c >= 0; --c) {
+        channel_close(&module->chan[c]);
+    }
+    opal_btl_usnic_engine_fini(&module->eng);
+    OBJ_DESTRUCT(&module->all_endpoints);
+    free(module->peers);
+    module->peers = NULL;
+    if (NULL != module->av) {
+        fi_close(&module->av->fid);
+    }
+    if (NULL != module->domain) {
+        fi_close(&module->domain->fid);
+    }
+    if (NULL != module->fabric) {
+        fi_close(&module->fabric->fid);
+    }
+    fi_freeinfo(module->info);
+    free(module->if_name);
+    free(module->domain_name);
+    free(module->provider);
+    OPAL_BTL_USNIC_UNLOCK();
+    /* the module memory itself belongs to the component */
+    return OPAL_SUCCESS;
+}
+
+/* ===================== module setup ===================== */
+
+/* Window default: keep one peer's un-ACKed data inside the kernel's
+ * default receive buffer (a UDP socket holds about rmem_default / 2304
+ * full-size datagrams on loopback) with room to spare for other peers. */
+static uint32_t default_window(void)
+{
+    long rmem = opal_btl_usnic_kernel_rmem_default();
+    long datagrams = (rmem > 0) ? rmem / 2304 : 92;
+    long w = datagrams / 2;
+    if (w < 16) {
+        w = 16;
+    }
+    if (w > 4096) {
+        w = 4096;
+    }
+    return (uint32_t) w;
+}
+
+static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    size_t max_msg = info->ep_attr->max_msg_size;
+    int if_mtu = opal_btl_usnic_if_mtu(module->if_name);
+    size_t mtu = max_msg;
+    if (if_mtu > 28 && (size_t) (if_mtu - 28) < mtu) {
+        mtu = (size_t) (if_mtu - 28); /* IPv4 + UDP headers */
+    }
+    if (mtu > 65000) {
+        mtu = 65000; /* payload_len is 16 bits */
+    }
+    size_t tiny = (0 != c->priority_limit) ? (size_t) c->priority_limit : OPAL_BTL_USNIC_DEFAULT_TINY_MTU;
+    if (tiny > mtu) {
+        tiny = mtu;
+    }
+    module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu = mtu;
+    module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu = tiny;
+
+    int prov_tx = (int) info->tx_attr->size;
+    int prov_rx = (int) info->rx_attr->size;
+    opal_btl_usnic_channel_t *data = &module->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    opal_btl_usnic_channel_t *prio = &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    data->sd_num = (c->sd_num > 0) ? c->sd_num : (prov_tx < 1024 ? prov_tx : 1024);
+    data->rd_num = (c->rd_num > 0) ? c->rd_num : (prov_rx < 512 ? prov_rx : 512);
+    prio->sd_num = (c->prio_sd_num > 0) ? c->prio_sd_num : (prov_tx < 256 ? prov_tx : 256);
+    prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
+    module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
+}
+
+static uint32_t random_isn(void)
+{
+    /* Random per run, so that stray datagrams of an earlier job that used
+     * the same ports fall outside the window */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint32_t v = (uint32_t) getpid() * 2654435761u;
+    return v ^ (uint32_t) ts.tv_nsec ^ ((uint32_t) ts.tv_sec << 20);
+}
+
+static int engine_setup(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_engine_params_t p = {
+        .cookie = c->cookie,
+        .my_id = OPAL_PROC_MY_NAME.vpid,
+        .prefix = module->prefix,
+        .mtu = module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
+        .tiny_mtu = module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu,
+        .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
+        .max_resends_per_iteration = (uint32_t) c->max_resends_per_iteration,
+        .max_send_size = module->super.btl_max_send_size > module->super.btl_eager_limit
+                             ? module->super.btl_max_send_size
+                             : module->super.btl_eager_limit,
+    };
+    p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
+    p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;
+    return opal_btl_usnic_engine_init(&module->eng, &p, &libfabric_wire, &module->super);
+}
+
+static void modex_fill(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_modex_t *m = &module->local_modex;
+    memset(m, 0, sizeof(*m));
+    m->proto_version = OPAL_BTL_USNIC_PROTO_VERSION;
+    m->ipv4 = module->ipv4;
+    m->netmask = module->netmask;
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        m->ports[c] = module->chan[c].port;
+    }
+    m->mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu;
+    m->tiny_mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu;
+    m->isn = random_isn();
+    m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window : default_window();
+    m->link_speed_mbps = module->link_speed_mbps;
+    snprintf(m->provider, sizeof(m->provider), "%s", module->provider);
+}
+
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)
+{
+    int rc;
+    module->info = fi_dupinfo(info);
+    OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
+    if (NULL == module->info) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    module_sizes(module, info);
+    if (0 != (rc = fi_fabric(info->fabric_attr, &module->fabric, NULL))) {
+        show_fi_error(module, "fi_fabric", rc);
+        return OPAL_ERROR;
+    }
+    if (0 != (rc = fi_domain(module->fabric, info, &module->domain, NULL))) {
+        show_fi_error(module, "fi_domain", rc);
+        return OPAL_ERROR;
+    }
+    struct fi_av_attr av_attr = {.type = FI_AV_MAP};
+    if (0 != (rc = fi_av_open(module->domain, &av_attr, &module->av, NULL))) {
+        show_fi_error(module, "fi_av_open", rc);
+        return OPAL_ERROR;
+    }
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (OPAL_SUCCESS != (rc = channel_open(module, c))) {
+            return rc;
+        }
+    }
+    /* Largest fragment: the module template's values as the user set them */
+    if (OPAL_SUCCESS != (rc = engine_setup(module))) {
+        return rc;
+    }
+    module->super.btl_bandwidth = module->link_speed_mbps;
+    modex_fill(module);
+    return OPAL_SUCCESS;
+}
+
+mca_btl_base_module_t opal_btl_usnic_module_template = {
+    .btl_component = &mca_btl_usnic_component.super,
+    .btl_eager_limit = 32 * 1024,
+    .btl_rndv_eager_limit = 4 * 1024,
+    .btl_max_send_size = 64 * 1024,
+    .btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT,
+    .btl_latency = 2,
+    .btl_bandwidth = 10000,
+    .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS,
+    .btl_add_procs = usnic_add_procs,
+    .btl_del_procs = usnic_del_procs,
+    .btl_finalize = usnic_finalize,
+    .btl_alloc = usnic_alloc,
+    .btl_free = usnic_free,
+    .btl_prepare_src = usnic_prepare_src,
+    .btl_send = usnic_send,
+    .btl_sendi = usnic_sendi,
+    .btl_dump = mca_btl_base_dump,
+    .btl_register_error = usnic_register_error,
+    .btl_ft_event = usnic_ft_event,
+};

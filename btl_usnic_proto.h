@@ -1,0 +1,166 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Wire format of the usnic BTL.  Depends on system headers only, so that
+ * tests and tools (fuzzers, forged-datagram injectors) can include it.
+ *
+ * Every datagram starts with the common header; chunk segments append the
+ * chunk header.  All multi-byte fields are little-endian on the wire
+ * (a no-op on x86-64, explicit everywhere else).
+ *
+ *   0               1               2               3
+ *   0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0 1 2 3 4 5 6 7
+ *  +---------------+---------------+---------------+---------------+
+ *  |            magic              |    version    |     type      |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                          job cookie                           |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                sender id (vpid in the job)                    |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                       sequence number                         |
+ *  +---------------+---------------+---------------+---------------+
+ *  |               cumulative ACK (valid if flag ACK)              |
+ *  +---------------+---------------+---------------+---------------+
+ *  |         payload length        |    PML tag    |     flags     |
+ *  +---------------+---------------+---------------+---------------+
+ *  chunk segments only:
+ *  +---------------+---------------+---------------+---------------+
+ *  |                          fragment id                          |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                     total fragment size                       |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                  offset of this chunk                         |
+ *  +---------------+---------------+---------------+---------------+
+ */
+#ifndef OPAL_BTL_USNIC_PROTO_H
+#define OPAL_BTL_USNIC_PROTO_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <endian.h>
+
+#define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
+#define OPAL_BTL_USNIC_PROTO_VERSION    1
+
+/* Segment types: X(name, value) */
+#define OPAL_BTL_USNIC_SEG_TYPES(X) \
+    X(FRAG,  1)   /* a whole PML fragment in one datagram */ \
+    X(CHUNK, 2)   /* a piece of a fragment to be reassembled */ \
+    X(ACK,   3)   /* header only, carries a cumulative ACK */
+
+enum {
+#define OPAL_BTL_USNIC_SEG_ENUM(name, value) OPAL_BTL_USNIC_PKT_##name = value,
+    OPAL_BTL_USNIC_SEG_TYPES(OPAL_BTL_USNIC_SEG_ENUM)
+#undef OPAL_BTL_USNIC_SEG_ENUM
+};
+
+/* Header flag: the ack_seq field is meaningful */
+#define OPAL_BTL_USNIC_HDR_FLAG_ACK 0x01
+
+typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t type;
+    uint32_t cookie;
+    uint32_t sender_id;
+    uint32_t seq;
+    uint32_t ack_seq;
+    uint16_t payload_len;
+    uint8_t tag;
+    uint8_t flags;
+} opal_btl_usnic_hdr_t;
+
+typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
+    opal_btl_usnic_hdr_t hdr;
+    uint32_t frag_id;
+    uint32_t frag_size;
+    uint32_t frag_offset;
+} opal_btl_usnic_chunk_hdr_t;
+
+_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 24, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 36, "chunk header size");
+
+static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
+{
+    switch (type) {
+#define OPAL_BTL_USNIC_SEG_NAME(name, value) case value: return #name;
+    OPAL_BTL_USNIC_SEG_TYPES(OPAL_BTL_USNIC_SEG_NAME)
+#undef OPAL_BTL_USNIC_SEG_NAME
+    default: return "UNKNOWN";
+    }
+}
+
+/* Byte-order helpers: one place for the wire's byte order */
+static inline uint16_t opal_btl_usnic_wire16(uint16_t v) { return htole16(v); }
+static inline uint32_t opal_btl_usnic_wire32(uint32_t v) { return htole32(v); }
+static inline uint16_t opal_btl_usnic_host16(uint16_t v) { return le16toh(v); }
+static inline uint32_t opal_btl_usnic_host32(uint32_t v) { return le32toh(v); }
+
+/* Reasons a received datagram is dropped before it reaches the engine */
+#define OPAL_BTL_USNIC_DROP_REASONS(X) \
+    X(TRUNCATED,   "shorter than its headers say")      \
+    X(BAD_MAGIC,   "wrong protocol magic")              \
+    X(BAD_VERSION, "unsupported protocol version")      \
+    X(BAD_COOKIE,  "from another job")                  \
+    X(BAD_TYPE,    "unknown segment type")              \
+    X(UNKNOWN_PEER,"from a sender we do not know")      \
+    X(BAD_CHUNK,   "chunk offset or size out of range")
+
+enum {
+#define OPAL_BTL_USNIC_DROP_ENUM(name, text) OPAL_BTL_USNIC_DROP_##name,
+    OPAL_BTL_USNIC_DROP_REASONS(OPAL_BTL_USNIC_DROP_ENUM)
+#undef OPAL_BTL_USNIC_DROP_ENUM
+    OPAL_BTL_USNIC_DROP_MAX
+};
+
+#define OPAL_BTL_USNIC_VALID 0
+
+/**
+ * Check the bytes actually received against the header they carry.
+ *
+ * |buf|, |len|: the datagram as received (provider prefix already skipped).
+ * |cookie|: this job's cookie.
+ * Returns OPAL_BTL_USNIC_VALID + 0, or 1 + the drop reason (so that 0 is the
+ * only success value).  Does not look at the sender id or sequence numbers:
+ * those need endpoint state.
+ */
+static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len, uint32_t cookie)
+{
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
+    if (len < sizeof(*hdr)) {
+        return 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+    }
+    if (OPAL_BTL_USNIC_MAGIC != opal_btl_usnic_host16(hdr->magic)) {
+        return 1 + OPAL_BTL_USNIC_DROP_BAD_MAGIC;
+    }
+    if (OPAL_BTL_USNIC_PROTO_VERSION != hdr->version) {
+        return 1 + OPAL_BTL_USNIC_DROP_BAD_VERSION;
+    }
+    if (cookie != opal_btl_usnic_host32(hdr->cookie)) {
+        return 1 + OPAL_BTL_USNIC_DROP_BAD_COOKIE;
+    }
+    size_t payload = opal_btl_usnic_host16(hdr->payload_len);
+    switch (hdr->type) {
+    case OPAL_BTL_USNIC_PKT_ACK:
+        return (0 == payload) ? OPAL_BTL_USNIC_VALID : 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+    case OPAL_BTL_USNIC_PKT_FRAG:
+        return (len >= sizeof(*hdr) + payload) ? OPAL_BTL_USNIC_VALID
+                                                 : 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+    case OPAL_BTL_USNIC_PKT_CHUNK: {
+        const opal_btl_usnic_chunk_hdr_t *ch = (const opal_btl_usnic_chunk_hdr_t *) buf;
+        if (len < sizeof(*ch) + payload) {
+            return 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+        }
+        uint64_t size = opal_btl_usnic_host32(ch->frag_size);
+        uint64_t off = opal_btl_usnic_host32(ch->frag_offset);
+        if (0 == payload || off + payload > size) {
+            return 1 + OPAL_BTL_USNIC_DROP_BAD_CHUNK;
+        }
+        return OPAL_BTL_USNIC_VALID;
+    }
+    default:
+        return 1 + OPAL_BTL_USNIC_DROP_BAD_TYPE;
+    }
+}
+
+#endif /* OPAL_BTL_USNIC_PROTO_H */

@@ -1,0 +1,214 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The receive side of the engine: validation, sequence classification,
+ * reassembly, delivery to the PML.  ACKs owed are only noted here; they
+ * leave from the send progression.
+ */
+#include "opal_config.h"
+
+#include "btl_usnic_engine.h"
+
+/* Maps drop reasons to their counters */
+static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
+{
+    OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
+    switch (reason) {
+    case OPAL_BTL_USNIC_DROP_TRUNCATED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_truncated); break;
+    case OPAL_BTL_USNIC_DROP_BAD_MAGIC: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_magic); break;
+    case OPAL_BTL_USNIC_DROP_BAD_VERSION: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_version); break;
+    case OPAL_BTL_USNIC_DROP_BAD_COOKIE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_cookie); break;
+    case OPAL_BTL_USNIC_DROP_BAD_TYPE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_type); break;
+    case OPAL_BTL_USNIC_DROP_UNKNOWN_PEER: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_unknown_peer); break;
+    case OPAL_BTL_USNIC_DROP_BAD_CHUNK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_chunk); break;
+    default: break;
+    }
+}
+
+opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
+                                                       opal_btl_usnic_seq_t seq)
+{
+    if (opal_btl_usnic_seq_in_window(seq, ep->rx.next_expected, ep->window)) {
+        if (ep->rx.rcvd[seq % ep->window]) {
+            return OPAL_BTL_USNIC_SEQ_DUP;
+        }
+        return (seq == ep->rx.next_expected) ? OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER : OPAL_BTL_USNIC_SEQ_NEW_OOO;
+    }
+    return opal_btl_usnic_seq_lt(seq, ep->rx.next_expected) ? OPAL_BTL_USNIC_SEQ_OLD
+                                                            : OPAL_BTL_USNIC_SEQ_TOO_NEW;
+}
+
+/* Record |seq| (classified NEW_*) as received; slide the window's left edge. */
+static void seq_accept(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq)
+{
+    ep->rx.rcvd[seq % ep->window] = 1;
+    while (ep->rx.rcvd[ep->rx.next_expected % ep->window]) {
+        ep->rx.rcvd[ep->rx.next_expected % ep->window] = 0;
+        ++ep->rx.next_expected;
+    }
+}
+
+/* Header checks plus sender lookup.  Returns the endpoint or NULL (counted). */
+static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                           const void *buf, size_t len)
+{
+    int bad = opal_btl_usnic_hdr_check(buf, len, eng->p.cookie);
+    if (OPAL_BTL_USNIC_VALID != bad) {
+        count_drop(eng, bad - 1);
+        return NULL;
+    }
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
+    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host32(hdr->sender_id));
+    if (NULL == ep || NULL == ep->rx.rcvd) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_UNKNOWN_PEER);
+        return NULL;
+    }
+    return ep;
+}
+
+/* Piggy-backed or explicit ACK information in |hdr| */
+static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_hdr_t *hdr)
+{
+    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) {
+        opal_btl_usnic_handle_ack(eng, ep, opal_btl_usnic_host32(hdr->ack_seq));
+    }
+}
+
+/* Drop a segment we already have or cannot take; returns true if dropped. */
+static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                          opal_btl_usnic_seq_class_t cls)
+{
+    switch (cls) {
+    case OPAL_BTL_USNIC_SEQ_DUP:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_dup_recvs);
+        opal_btl_usnic_ack_schedule(eng, ep, true); /* our ACK was probably lost */
+        return true;
+    case OPAL_BTL_USNIC_SEQ_OLD:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_oow_low_recvs);
+        opal_btl_usnic_ack_schedule(eng, ep, true);
+        return true;
+    case OPAL_BTL_USNIC_SEQ_TOO_NEW:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_oow_high_recvs);
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                      opal_btl_usnic_seq_t seq)
+{
+    seq_accept(ep, seq);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
+    eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
+    opal_btl_usnic_ack_schedule(eng, ep, false);
+}
+
+static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       opal_btl_usnic_chunk_hdr_t *ch, opal_btl_usnic_seq_t seq)
+{
+    uint32_t frag_id = opal_btl_usnic_host32(ch->frag_id);
+    uint32_t size = opal_btl_usnic_host32(ch->frag_size);
+    uint32_t offset = opal_btl_usnic_host32(ch->frag_offset);
+    uint32_t len = opal_btl_usnic_host16(ch->hdr.payload_len);
+    opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[frag_id % ep->window];
+
+    switch (opal_btl_usnic_rx_frag_classify(slot, frag_id, size)) {
+    case OPAL_BTL_USNIC_RX_FRAG_BUSY:
+        /* not accepted: the sender retransmits once the slot frees up */
+        OPAL_BTL_USNIC_STAT_INC(eng, num_badfrag_recvs);
+        return;
+    case OPAL_BTL_USNIC_RX_FRAG_MISMATCH:
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
+        return;
+    case OPAL_BTL_USNIC_RX_FRAG_CONTINUE:
+        if (len > slot->bytes_left) {
+            count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
+            return;
+        }
+        break;
+    case OPAL_BTL_USNIC_RX_FRAG_NEW:
+        if (0 == frag_id || size > eng->p.max_send_size) {
+            count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
+            return;
+        }
+        break;
+    }
+    bool complete = false;
+    if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, offset, (uint8_t *) ch + sizeof(*ch), len,
+                                                   ch->hdr.tag, &complete)) {
+        return; /* no memory: drop un-ACKed, the sender will retry */
+    }
+    seq_accept(ep, seq);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_chunk_recvs);
+    if (complete) {
+        /* Free the slot before the upcall: the PML may progress and
+         * receive the next fragment into it from inside the callback. */
+        opal_btl_usnic_rx_frag_t done = *slot;
+        slot->buf = NULL;
+        opal_btl_usnic_rx_frag_reset(slot);
+        eng->wire->deliver(eng, ep, done.tag, done.buf, done.size);
+        opal_btl_usnic_rx_frag_reset(&done);
+    }
+    opal_btl_usnic_ack_schedule(eng, ep, complete);
+}
+
+void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                 void *buf, size_t len)
+{
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    opal_btl_usnic_endpoint_t *ep = validate(eng, lookup, buf, len);
+    if (NULL == ep) {
+        return;
+    }
+    opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
+    take_ack(eng, ep, hdr);
+    if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
+        return;
+    }
+    opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
+    if (drop_unwanted(eng, ep, opal_btl_usnic_seq_classify(ep, seq))) {
+        return;
+    }
+    if (OPAL_BTL_USNIC_PKT_FRAG == hdr->type) {
+        recv_frag(eng, ep, hdr, seq);
+    } else {
+        recv_chunk(eng, ep, (opal_btl_usnic_chunk_hdr_t *) buf, seq);
+    }
+}
+
+bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                              void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
+{
+    opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
+    if (len < sizeof(*hdr) || OPAL_BTL_USNIC_PKT_FRAG != hdr->type || (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK)) {
+        return false;
+    }
+    if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len, eng->p.cookie)) {
+        return false;
+    }
+    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host32(hdr->sender_id));
+    if (NULL == ep || NULL == ep->rx.rcvd) {
+        return false;
+    }
+    opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
+    opal_btl_usnic_seq_class_t cls = opal_btl_usnic_seq_classify(ep, seq);
+    if (OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER != cls && OPAL_BTL_USNIC_SEQ_NEW_OOO != cls) {
+        return false;
+    }
+    /* The window mark is not deferred: if the PML re-enters progress from
+     * its callback, a retransmitted copy must already look like a DUP. */
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
+    seq_accept(ep, seq);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
+    eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
+    *ep_p = ep;
+    return true;
+}
+
+void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, void *buf)
+{
+    (void) buf;
+    opal_btl_usnic_ack_schedule(eng, ep, false);
+}

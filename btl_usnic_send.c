@@ -1,0 +1,444 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The send side of the engine: queueing fragments, chunking large ones,
+ * stamping sequence numbers, posting through the wire, retransmissions,
+ * send completions and PML callbacks.
+ */
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "btl_usnic_engine.h"
+
+static opal_btl_usnic_endpoint_t *ep_from_rts_item(opal_list_item_t *item)
+{
+    return (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.rts_item));
+}
+
+static bool endpoint_can_send(opal_btl_usnic_endpoint_t *ep)
+{
+    return !ep->failed && !opal_list_is_empty(&ep->tx.queue) && opal_btl_usnic_endpoint_window_open(ep);
+}
+
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->tx.on_rts_list && endpoint_can_send(ep)) {
+        opal_list_append(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = true;
+    }
+}
+
+static void rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->tx.on_rts_list) {
+        opal_list_remove_item(&eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = false;
+    }
+}
+
+/* ----- PML callbacks and fragment recycling ----- */
+
+static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    frag->callback_pending = false;
+    if (NULL != frag->base.des_cbfunc) {
+        OPAL_BTL_USNIC_STAT_INC(eng, pml_send_callbacks);
+        frag->base.des_cbfunc(eng->btl, frag->ep, &frag->base, status);
+    }
+}
+
+/* Recycle |frag| if the BTL owns it and nothing references it any more. */
+static void frag_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        opal_btl_usnic_seg_release_if_done(eng, &frag->seg);
+    } else if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
+        opal_btl_usnic_frag_return(eng, frag);
+    }
+}
+
+void opal_btl_usnic_frag_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    /* Read ownership before the callback: a PML that does not give us the
+     * descriptor may free it (btl_free) inside the callback. */
+    bool owned = frag->owned_by_btl;
+    if (frag->callback_pending) {
+        frag_callback(eng, frag, OPAL_SUCCESS);
+    }
+    if (owned) {
+        frag_release_if_done(eng, frag);
+    }
+}
+
+void opal_btl_usnic_frag_fail(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    bool owned = frag->owned_by_btl;
+    if (frag->callback_pending) {
+        frag_callback(eng, frag, status);
+    }
+    if (owned) {
+        if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && 0 == (frag->seg.flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW)) {
+            /* never posted: nothing else will ever release it */
+            frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        }
+        frag_release_if_done(eng, frag);
+    }
+}
+
+static void run_pending_callbacks(opal_btl_usnic_engine_t *eng)
+{
+    opal_list_item_t *item;
+    while (NULL != (item = opal_list_remove_first(&eng->pending_callbacks))) {
+        opal_btl_usnic_frag_send_done(eng, (opal_btl_usnic_send_frag_t *) item);
+    }
+}
+
+/* ----- posting ----- */
+
+static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    --eng->credits[channel];
+    seg->channel = (uint8_t) channel;
+    if (OPAL_SUCCESS == eng->wire->timer_arm(eng, ep, seg)) {
+        seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
+}
+
+/**
+ * First transmission of |seg| to |ep|: stamp the next sequence number,
+ * piggy-back an owed ACK, post, start the retransmit timer.  Returns
+ * OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE (nothing changed) or a hard
+ * error (the peer has been failed).
+ */
+static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                        opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    opal_btl_usnic_seq_t seq = ep->tx.next_seq;
+    bool ack_was_owed = ep->rx.ack_owed;
+    seg->seq = seq;
+    seg->ep = ep;
+    seg->hdr->seq = opal_btl_usnic_wire32(seq);
+    seg->hdr->flags = 0;
+    if (ack_was_owed) {
+        seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+        seg->hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
+    }
+    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
+    int rc = eng->wire->post(eng, ep, seg, channel);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags = 0;
+        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+            OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
+        } else {
+            eng->wire->peer_failed(eng, ep, rc);
+        }
+        return rc;
+    }
+    if (ack_was_owed) {
+        /* the debt is paid only now that the ACK really left */
+        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
+    }
+    ep->tx.next_seq = seq + 1;
+    ep->tx.sent[seq % ep->window] = seg;
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    if (in_flight > eng->stats.max_sent_window) {
+        eng->stats.max_sent_window = in_flight;
+    }
+    post_succeeded(eng, ep, seg, channel);
+    return OPAL_SUCCESS;
+}
+
+/* Channel for a first transmission of a whole fragment */
+static int frag_channel(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
+{
+    return (seg->wire_len <= eng->p.tiny_mtu) ? OPAL_BTL_USNIC_PRIORITY_CHANNEL : OPAL_BTL_USNIC_DATA_CHANNEL;
+}
+
+static bool have_credit(const opal_btl_usnic_engine_t *eng, int channel)
+{
+    return eng->credits[channel] > 0;
+}
+
+/* Copy the PML's data described by |frag| into its embedded segment. */
+static void small_frag_gather(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    size_t len = 0;
+    for (uint32_t i = 0; i < frag->base.des_segment_count; ++i) {
+        mca_btl_base_segment_t *s = &frag->segments[i];
+        if ((uint8_t *) s->seg_addr.pval != payload + len) {
+            memmove(payload + len, s->seg_addr.pval, s->seg_len);
+        }
+        len += s->seg_len;
+    }
+    frag->total_len = len;
+    opal_btl_usnic_hdr_fill(eng, frag->seg.hdr, OPAL_BTL_USNIC_PKT_FRAG, 0, len, frag->tag);
+    frag->seg.wire_len = (uint32_t) (sizeof(opal_btl_usnic_hdr_t) + len);
+    /* The descriptor now describes one contiguous block in our buffer */
+    frag->segments[0].seg_addr.pval = payload;
+    frag->segments[0].seg_len = len;
+    frag->base.des_segment_count = 1;
+}
+
+bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    if (OPAL_BTL_USNIC_FRAG_SMALL != frag->kind || ep->failed || !opal_list_is_empty(&ep->tx.queue) ||
+        !opal_btl_usnic_endpoint_window_open(ep) || !have_credit(eng, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+        return false;
+    }
+    small_frag_gather(eng, frag);
+    if (frag->total_len > eng->max_tiny_payload) {
+        return false;
+    }
+    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+        return false;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_fast_sends);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_frag_sends);
+    return true;
+}
+
+void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
+{
+    frag->ep = ep;
+    if (ep->failed) {
+        opal_btl_usnic_frag_fail(ep->eng, frag, OPAL_ERR_UNREACH);
+        return;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        /* copy now so the user's buffer is free as soon as we call back */
+        small_frag_gather(ep->eng, frag);
+    }
+    frag->queued = true;
+    opal_list_append(&ep->tx.queue, &frag->base.super.super);
+    opal_btl_usnic_check_rts(ep);
+}
+
+/* Copy |len| bytes at |offset| of the data described by |frag| into |dst|. */
+static void large_frag_copy_out(const opal_btl_usnic_send_frag_t *frag, size_t offset, uint8_t *dst, size_t len)
+{
+    for (uint32_t i = 0; i < frag->base.des_segment_count && len > 0; ++i) {
+        const mca_btl_base_segment_t *s = &frag->segments[i];
+        if (offset >= s->seg_len) {
+            offset -= s->seg_len;
+            continue;
+        }
+        size_t n = s->seg_len - offset;
+        if (n > len) {
+            n = len;
+        }
+        memcpy(dst, (const uint8_t *) s->seg_addr.pval + offset, n);
+        dst += n;
+        len -= n;
+        offset = 0;
+    }
+}
+
+/* Post the next chunk of a large |frag|.  Returns OPAL_SUCCESS or the error. */
+static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(eng);
+    if (NULL == seg) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    if (0 == frag->frag_id) {
+        frag->frag_id = ep->tx.next_frag_id++;
+        if (0 == ep->tx.next_frag_id) {
+            ep->tx.next_frag_id = 1; /* 0 marks a free reassembly slot */
+        }
+    }
+    size_t len = frag->total_len - frag->offset;
+    if (len > eng->max_chunk_payload) {
+        len = eng->max_chunk_payload;
+    }
+    opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) seg->hdr;
+    opal_btl_usnic_hdr_fill(eng, &ch->hdr, OPAL_BTL_USNIC_PKT_CHUNK, 0, len, frag->tag);
+    ch->frag_id = opal_btl_usnic_wire32(frag->frag_id);
+    ch->frag_size = opal_btl_usnic_wire32((uint32_t) frag->total_len);
+    ch->frag_offset = opal_btl_usnic_wire32((uint32_t) frag->offset);
+    large_frag_copy_out(frag, frag->offset, opal_btl_usnic_seg_payload(seg, sizeof(*ch)), len);
+    seg->wire_len = (uint32_t) (sizeof(*ch) + len);
+    int rc = send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_seg_release_if_done(eng, seg);
+        return rc;
+    }
+    frag->offset += len;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_chunk_sends);
+    return OPAL_SUCCESS;
+}
+
+static void frag_dequeue_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_frag_t *frag)
+{
+    opal_list_remove_item(&ep->tx.queue, &frag->base.super.super);
+    frag->queued = false;
+    opal_btl_usnic_frag_send_done(eng, frag);
+}
+
+/* Post one segment of |ep|'s first queued fragment. */
+static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        int channel = frag_channel(eng, &frag->seg);
+        if (!have_credit(eng, channel)) {
+            return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+        }
+        int rc = send_segment(eng, ep, &frag->seg, channel);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+        OPAL_BTL_USNIC_STAT_INC(eng, num_frag_sends);
+        frag_dequeue_done(eng, ep, frag);
+        return OPAL_SUCCESS;
+    }
+    int rc = send_next_chunk(eng, ep, frag);
+    if (OPAL_SUCCESS == rc && frag->offset == frag->total_len) {
+        frag_dequeue_done(eng, ep, frag);
+    }
+    return rc;
+}
+
+/* New segments from ready endpoints, one at a time round-robin. */
+static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
+{
+    int posted = 0;
+    while (!opal_list_is_empty(&eng->endpoints_with_sends) && have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
+        opal_btl_usnic_endpoint_t *ep = ep_from_rts_item(opal_list_get_first(&eng->endpoints_with_sends));
+        rts_remove(eng, ep);
+        int rc = endpoint_can_send(ep) ? send_one_from_queue(eng, ep) : OPAL_ERR_WOULD_BLOCK;
+        if (OPAL_SUCCESS == rc) {
+            ++posted;
+        }
+        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+            opal_btl_usnic_check_rts(ep);
+            break;
+        }
+        opal_btl_usnic_check_rts(ep); /* re-appended at the tail: round-robin */
+    }
+    return posted;
+}
+
+/* Repost one segment from the resend list.  Returns the post result. */
+static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_endpoint_t *ep = seg->ep;
+    seg->hdr->flags = 0;
+    opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
+    seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+        return rc;
+    }
+    if (seg->retries < UINT8_MAX) {
+        ++seg->retries;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_resends);
+    post_succeeded(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    return OPAL_SUCCESS;
+}
+
+static int progress_resends(opal_btl_usnic_engine_t *eng)
+{
+    int posted = 0;
+    opal_list_item_t *item = opal_list_get_first(&eng->resend_segs);
+    while (item != opal_list_get_end(&eng->resend_segs) && (uint32_t) posted < eng->p.max_resends_per_iteration &&
+           have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
+        opal_list_item_t *next = opal_list_get_next(item);
+        opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) item;
+        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_POSTED) {
+            item = next; /* the provider still owns the buffer: later */
+            continue;
+        }
+        opal_list_remove_item(&eng->resend_segs, item);
+        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
+        int rc = resend_segment(eng, seg);
+        if (OPAL_SUCCESS != rc) {
+            seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
+            opal_list_prepend(&eng->resend_segs, item);
+            if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+                OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
+            } else {
+                eng->wire->peer_failed(eng, seg->ep, rc);
+            }
+            break;
+        }
+        ++posted;
+        item = next;
+    }
+    return posted;
+}
+
+int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
+{
+    ++eng->tick;
+    run_pending_callbacks(eng);
+    int posted = 0;
+    if (!opal_list_is_empty(&eng->resend_segs)) {
+        posted += progress_resends(eng);
+    }
+    if (!opal_list_is_empty(&eng->endpoints_with_sends)) {
+        posted += progress_endpoint_sends(eng);
+    }
+    if (!opal_list_is_empty(&eng->endpoints_needing_ack)) {
+        posted += opal_btl_usnic_ack_send_due(eng);
+    }
+    return posted;
+}
+
+void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    ++eng->credits[seg->channel];
+    opal_btl_usnic_seg_release_if_done(eng, seg);
+}
+
+/* ----- engine setup ----- */
+
+int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
+                               const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl)
+{
+    memset(&eng->stats, 0, sizeof(eng->stats));
+    eng->p = *params;
+    eng->wire = wire;
+    eng->btl = btl;
+    eng->tick = 0;
+    eng->max_frag_payload = params->mtu - sizeof(opal_btl_usnic_hdr_t);
+    eng->max_chunk_payload = params->mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
+    eng->max_tiny_payload = params->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        eng->credits[c] = (int32_t) params->sd_credits[c];
+    }
+    OBJ_CONSTRUCT(&eng->resend_segs, opal_list_t);
+    OBJ_CONSTRUCT(&eng->endpoints_with_sends, opal_list_t);
+    OBJ_CONSTRUCT(&eng->endpoints_needing_ack, opal_list_t);
+    OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
+    eng->lists_ready = false;
+    return opal_btl_usnic_frag_lists_init(eng);
+}
+
+void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
+{
+    /* Items on these lists belong to free lists or endpoints: just unlink */
+    while (NULL != opal_list_remove_first(&eng->resend_segs)) {
+    }
+    while (NULL != opal_list_remove_first(&eng->endpoints_with_sends)) {
+    }
+    while (NULL != opal_list_remove_first(&eng->endpoints_needing_ack)) {
+    }
+    while (NULL != opal_list_remove_first(&eng->pending_callbacks)) {
+    }
+    OBJ_DESTRUCT(&eng->pending_callbacks);
+    OBJ_DESTRUCT(&eng->endpoints_needing_ack);
+    OBJ_DESTRUCT(&eng->endpoints_with_sends);
+    OBJ_DESTRUCT(&eng->resend_segs);
+    opal_btl_usnic_frag_lists_fini(eng);
+}

@@ -1,0 +1,54 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Per-module counters.  One X-macro list feeds the struct, the final
+ * statistics line and the MPI_T performance variables, so a counter can
+ * never be added to one and forgotten in the others.
+ */
+#ifndef OPAL_BTL_USNIC_STATS_H
+#define OPAL_BTL_USNIC_STATS_H
+
+#include <stdint.h>
+
+#define OPAL_BTL_USNIC_COUNTERS(X) \
+    X(num_total_sends,      "Segments posted (first transmissions and retransmissions, not ACKs)") \
+    X(num_frag_sends,       "Whole-fragment segments posted for the first time") \
+    X(num_chunk_sends,      "Chunk segments posted for the first time") \
+    X(num_fast_sends,       "Tiny fragments sent on the fast path (sendi or inline send)") \
+    X(num_resends,          "Segments retransmitted") \
+    X(num_timeout_retrans,  "Retransmissions caused by a retransmit timer") \
+    X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
+    X(num_ack_sends,        "Explicit ACK segments posted") \
+    X(num_piggy_acks,       "ACKs piggy-backed on data segments") \
+    X(num_send_eagain,      "Posts refused by the provider for lack of room (retried later)") \
+    X(num_total_recvs,      "Datagrams received") \
+    X(num_frag_recvs,       "Whole-fragment segments accepted") \
+    X(num_chunk_recvs,      "Chunk segments accepted") \
+    X(num_fast_recvs,       "Fragments delivered on the fast receive path") \
+    X(num_ack_recvs,        "ACKs processed (explicit or piggy-backed)") \
+    X(num_dup_recvs,        "Duplicate segments dropped") \
+    X(num_oow_low_recvs,    "Segments below the receive window dropped (already delivered)") \
+    X(num_oow_high_recvs,   "Segments beyond the receive window dropped") \
+    X(num_badfrag_recvs,    "Chunks dropped because their reassembly slot was busy") \
+    X(num_old_dup_acks,     "Stale ACKs ignored") \
+    X(num_dup_acks,         "Duplicate ACKs received") \
+    X(num_invalid_recvs,    "Invalid datagrams dropped (all reasons)") \
+    X(num_drop_truncated,   "Datagrams dropped: shorter than their headers say") \
+    X(num_drop_bad_magic,   "Datagrams dropped: wrong protocol magic") \
+    X(num_drop_bad_version, "Datagrams dropped: unsupported protocol version") \
+    X(num_drop_bad_cookie,  "Datagrams dropped: from another job") \
+    X(num_drop_bad_type,    "Datagrams dropped: unknown segment type") \
+    X(num_drop_unknown_peer,"Datagrams dropped: unknown sender") \
+    X(num_drop_bad_chunk,   "Datagrams dropped: chunk offset or size out of range") \
+    X(num_recv_errors,      "Receive completions with an error") \
+    X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \
+    X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
+    X(pml_send_callbacks,   "Send completion callbacks made to the PML")
+
+typedef struct opal_btl_usnic_stats_t {
+#define OPAL_BTL_USNIC_STAT_FIELD(name, help) uint64_t name;
+    OPAL_BTL_USNIC_COUNTERS(OPAL_BTL_USNIC_STAT_FIELD)
+#undef OPAL_BTL_USNIC_STAT_FIELD
+} opal_btl_usnic_stats_t;
+
+#endif /* OPAL_BTL_USNIC_STATS_H */

@@ -15,7 +15,8 @@ USER_COMPONENT_DIR ?= $(HOME)/.openmpi/components
 CC       ?= gcc
 WARN     = -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
-CFLAGS   += $(WARN) -fPIC -std=gnu11 -fvisibility=hidden
+# -mcx16: Open MPI's lock-free lists use 128-bit compare-and-swap
+CFLAGS   += $(WARN) -fPIC -std=gnu11 -fvisibility=hidden -mcx16
 CPPFLAGS += -I$(OMPI_INC) -I. -DOPAL_BTL_USNIC_STANDALONE=1 $(shell pkg-config --cflags libfabric 2>/dev/null)
 LDLIBS_FABRIC = $(shell pkg-config --libs libfabric 2>/dev/null || echo -lfabric)
 LDFLAGS_PAL = -L/usr/lib/x86_64-linux-gnu -lopen-pal
@@ -29,7 +30,7 @@ OBJS = $(COMPONENT_SRCS:%.c=$(BUILD)/%.o)
 
 all: mca_btl_usnic.so unit-tests
 
-$(BUILD)/%.o: %.c $(HEADERS)
+$(BUILD)/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(BUILD)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 

@@ -111,6 +111,8 @@ typedef struct opal_btl_usnic_component_t {
     int stats;                  /* seconds between statistics lines, 0 = off */
     int verbose;
     int link_speed_default;     /* Mbps when the interface does not say */
+    int bandwidth;              /* Mbps for the BML; 0 = link speed */
+    int latency;                /* relative latency for the BML */
 
     bool params_valid;
     int output;                 /* opal_output stream */
@@ -140,6 +142,15 @@ static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_e
 /* btl_usnic_mca.c */
 int opal_btl_usnic_component_register_params(void);
 int opal_btl_usnic_register_pvars(void);
+/**
+ * A help message during MPI_Init (component init, module setup): rendered
+ * here and written to stderr, because mpirun of Open MPI 4.1 loses some
+ * show_help messages sent that early.  |once_per_host|: only local rank 0
+ * speaks (for messages every process would repeat).
+ */
+void opal_btl_usnic_init_help(bool once_per_host, const char *topic, ...);
+/* show_help for every bad parameter value found at registration */
+void opal_btl_usnic_report_bad_params(void);
 
 /* btl_usnic_module.c */
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);

@@ -156,8 +156,8 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
         snprintf(ifname, len, "%s", NULL != domain ? domain : "?");
     }
     if ((info->mode & FI_LOCAL_MR) || (info->domain_attr->mr_mode & FI_MR_LOCAL)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "provider needs local MR", true, opal_process_info.nodename,
-                       info->fabric_attr->prov_name, ifname);
+        opal_btl_usnic_init_help(true, "provider needs local MR", opal_process_info.nodename,
+                                 info->fabric_attr->prov_name, ifname);
         return false;
     }
     char *bad = NULL;
@@ -171,7 +171,7 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
         }
     }
     if (NULL != bad) {
-        opal_show_help("help-mpi-btl-usnic.txt", "invalid if_inexclude", true, opal_process_info.nodename, bad);
+        opal_btl_usnic_init_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
         free(bad);
     }
     opal_btl_usnic_verbose(10, "interface %s (%s) %s", ifname, info->fabric_attr->name, keep ? "kept" : "skipped");
@@ -280,9 +280,9 @@ static bool check_base_params(void)
         char value[128];
         snprintf(value, sizeof(value), "eager_limit=%zu rndv_eager_limit=%zu max_send_size=%zu", t->btl_eager_limit,
                  t->btl_rndv_eager_limit, t->btl_max_send_size);
-        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
-                       "eager_limit / rndv_eager_limit / max_send_size", value,
-                       "1 KiB to 16 MiB, with rndv_eager_limit <= eager_limit");
+        opal_btl_usnic_init_help(true, "bad parameter value", opal_process_info.nodename,
+                                 "eager_limit / rndv_eager_limit / max_send_size", value,
+                                 "1 KiB to 16 MiB, with rndv_eager_limit <= eager_limit");
         return false;
     }
     return true;
@@ -343,6 +343,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     (void) enable_mpi_threads;
     *num_btls = 0;
     opal_output_set_verbosity(c->output, c->verbose);
+    opal_btl_usnic_report_bad_params();
     if (!c->params_valid || !check_base_params()) {
         opal_btl_usnic_verbose(1, "disqualifying myself: bad parameter values");
         return NULL;

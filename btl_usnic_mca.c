@@ -6,7 +6,10 @@
  */
 #include "opal_config.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "opal/mca/base/mca_base_pvar.h"
@@ -14,6 +17,58 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+
+/* Bad values found at registration.  They are reported from component
+ * init, not from here: registration runs before the runtime can forward
+ * show_help messages reliably to mpirun (ORTE loses some of them). */
+#define MAX_BAD_PARAMS 8
+static struct {
+    char name[64];
+    char value[128];
+    char allowed[96];
+} bad_params[MAX_BAD_PARAMS];
+static int num_bad_params = 0;
+
+static void note_bad_param(const char *name, const char *value, const char *allowed)
+{
+    if (num_bad_params < MAX_BAD_PARAMS) {
+        snprintf(bad_params[num_bad_params].name, sizeof(bad_params[0].name), "%s", name);
+        snprintf(bad_params[num_bad_params].value, sizeof(bad_params[0].value), "%s", value);
+        snprintf(bad_params[num_bad_params].allowed, sizeof(bad_params[0].allowed), "%s", allowed);
+        ++num_bad_params;
+    }
+}
+
+void opal_btl_usnic_init_help(bool once_per_host, const char *topic, ...)
+{
+    if (once_per_host && 0 != opal_process_info.my_local_rank) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, topic);
+    char *msg = opal_show_help_vstring("help-mpi-btl-usnic.txt", topic, true, ap);
+    va_end(ap);
+    if (NULL != msg) {
+        fprintf(stderr, "%s", msg);
+        fflush(stderr);
+        free(msg);
+    }
+}
+
+void opal_btl_usnic_report_bad_params(void)
+{
+    /* Every process sees the same parameters: one message per host is
+     * enough.  It goes to stderr (forwarded by mpirun like any output)
+     * rather than through opal_show_help: mpirun of Open MPI 4.1 loses
+     * about one in four help messages sent this early in MPI_Init
+     * ("ORTE_ERROR_LOG: Data unpack would read past end of buffer" in
+     * orte/util/show_help.c). */
+    for (int i = 0; i < num_bad_params; ++i) {
+        opal_btl_usnic_init_help(true, "bad parameter value", opal_process_info.nodename, bad_params[i].name,
+                                 bad_params[i].value, bad_params[i].allowed);
+    }
+    num_bad_params = 0;
+}
 
 /* Register one integer parameter and check it against [lo, hi]. */
 static bool reg_int(const char *name, const char *help, int deflt, int lo, int hi, int level, int *storage)
@@ -27,8 +82,7 @@ static bool reg_int(const char *name, const char *help, int deflt, int lo, int h
         snprintf(range, sizeof(range), "%d to %d", lo, hi);
         char value[32];
         snprintf(value, sizeof(value), "%d", *storage);
-        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
-                       name, value, range);
+        note_bad_param(name, value, range);
         return false;
     }
     return true;
@@ -103,22 +157,29 @@ int opal_btl_usnic_component_register_params(void)
                   1000000, OPAL_INFO_LVL_5, &c->link_speed_default);
 
     if (is_set(c->if_include) && is_set(c->if_exclude)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "include and exclude", true, opal_process_info.nodename,
-                       c->if_include, c->if_exclude);
+        note_bad_param("if_include / btl_usnic_if_exclude", "both set",
+                       "one of them: they are mutually exclusive");
         ok = false;
     }
     if (!is_set(c->provider_include)) {
-        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
-                       "provider_include", "(empty)", "a non-empty list of libfabric provider names");
+        note_bad_param("provider_include", "(empty)", "a non-empty list of libfabric provider names");
         ok = false;
     }
     if (0 != c->priority_limit && c->priority_limit < (int) sizeof(opal_btl_usnic_hdr_t) + 64) {
         char value[32];
         snprintf(value, sizeof(value), "%d", c->priority_limit);
-        opal_show_help("help-mpi-btl-usnic.txt", "bad parameter value", true, opal_process_info.nodename,
-                       "priority_limit", value, "0, or at least 88 bytes");
+        note_bad_param("priority_limit", value, "0, or at least 88 bytes");
         ok = false;
     }
+    /* latency and bandwidth are not registered by the BTL base in 4.1 */
+    ok &= reg_int("latency", "Relative latency of this BTL; the BML sends eager and short messages over the BTLs "
+                  "with the lowest value", (int) opal_btl_usnic_module_template.btl_latency, 0, 1000000,
+                  OPAL_INFO_LVL_5, &c->latency);
+    opal_btl_usnic_module_template.btl_latency = (uint32_t) c->latency;
+    ok &= reg_int("bandwidth",
+                  "Bandwidth (Mbps) the BML uses to stripe large messages across BTLs (0: the interface's link "
+                  "speed, or btl_usnic_link_speed if it reports none)",
+                  0, 0, 100000000, OPAL_INFO_LVL_5, &c->bandwidth);
     c->params_valid = ok;
 
     /* The standard btl_usnic_* parameters (exclusivity, flags, eager_limit,

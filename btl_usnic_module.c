@@ -33,8 +33,9 @@
 
 static void show_fi_error(opal_btl_usnic_module_t *module, const char *call, int rc)
 {
-    opal_show_help("help-mpi-btl-usnic.txt", "libfabric API failed", true, opal_process_info.nodename,
-                   NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc, fi_strerror(-rc));
+    opal_btl_usnic_init_help(false, "libfabric API failed", opal_process_info.nodename,
+                             NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc,
+                             fi_strerror(-rc));
 }
 
 /* ===================== the production wire ===================== */
@@ -636,7 +637,7 @@ static int av_insert_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
         if (1 != rc || FI_ADDR_NOTAVAIL == addr) {
             char ip[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &remote->ipv4, ip, sizeof(ip));
-            opal_show_help("help-mpi-btl-usnic.txt", "unreachable peer IP", true, opal_process_info.nodename,
+            opal_btl_usnic_init_help(false, "unreachable peer IP", opal_process_info.nodename,
                            module->if_name, opal_get_proc_hostname(ep->proc), ip);
             return OPAL_ERR_UNREACH;
         }
@@ -695,7 +696,7 @@ static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_
         return NULL; /* no usnic modules on that peer: not an error */
     }
     if (0 == size || 0 != size % sizeof(*remote) || OPAL_BTL_USNIC_PROTO_VERSION != remote->proto_version) {
-        opal_show_help("help-mpi-btl-usnic.txt", "modex mismatch", true, opal_process_info.nodename,
+        opal_btl_usnic_init_help(false, "modex mismatch", opal_process_info.nodename,
                        opal_get_proc_hostname(proc), OPAL_BTL_USNIC_PROTO_VERSION,
                        (size >= sizeof(*remote)) ? remote->proto_version : 0);
         free(remote);
@@ -941,7 +942,9 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;
     }
-    module->super.btl_bandwidth = module->link_speed_mbps;
+    module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
+                                      ? (uint32_t) mca_btl_usnic_component.bandwidth
+                                      : module->link_speed_mbps;
     modex_fill(module);
     return OPAL_SUCCESS;
 }
@@ -953,7 +956,6 @@ mca_btl_base_module_t opal_btl_usnic_module_template = {
     .btl_max_send_size = 64 * 1024,
     .btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT,
     .btl_latency = 2,
-    .btl_bandwidth = 10000,
     .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS,
     .btl_add_procs = usnic_add_procs,
     .btl_del_procs = usnic_del_procs,

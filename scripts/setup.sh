@@ -13,16 +13,6 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-PACKAGES=(
-    build-essential
-    pkg-config
-    libopenmpi-dev
-    openmpi-bin
-    libfabric-dev
-    libfabric-bin
-    libhwloc-dev
-    libevent-dev
-)
 
 if [[ -t 1 ]]; then BOLD=$'\e[1m' RESET=$'\e[0m'; else BOLD='' RESET=''; fi
 step() { printf '\n%s==> [%s/4] %s%s\n' "$BOLD" "$1" "$2" "$RESET"; }
@@ -38,10 +28,8 @@ if ! command -v apt-get >/dev/null; then
     fail "apt-get not found: this script is for Debian 12"
 fi
 
-step 1 "Installing packages: ${PACKAGES[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update
-apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+step 1 "Installing missing packages (Open MPI, libfabric, build tools)"
+bash "$REPO_ROOT/scripts/install-deps.sh"
 
 step 2 "Building the usnic BTL (make -C $REPO_ROOT)"
 make -C "$REPO_ROOT"

@@ -1,0 +1,40 @@
+/*
+ * A token travels around all ranks twice; every rank checks what it gets.
+ * Used by run-param-tests.sh to prove that a job still works (and which
+ * BTL carried it) while the usnic BTL's parameters are varied.
+ */
+#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char **argv)
+{
+    int rank, size, token = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    for (int lap = 0; lap < 2; ++lap) {
+        if (0 == rank) {
+            token = 1000 * lap + 1;
+            MPI_Send(&token, 1, MPI_INT, next, 7, MPI_COMM_WORLD);
+            MPI_Recv(&token, 1, MPI_INT, prev, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (token != 1000 * lap + size) {
+                fprintf(stderr, "FAIL ring: lap %d token %d, expected %d\n", lap, token, 1000 * lap + size);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        } else {
+            MPI_Recv(&token, 1, MPI_INT, prev, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (token != 1000 * lap + rank) {
+                fprintf(stderr, "FAIL ring: rank %d got %d\n", rank, token);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            ++token;
+            MPI_Send(&token, 1, MPI_INT, next, 7, MPI_COMM_WORLD);
+        }
+    }
+    if (0 == rank) {
+        printf("PASS ring (%d ranks)\n", size);
+    }
+    MPI_Finalize();
+    return 0;
+}

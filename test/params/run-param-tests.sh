@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+#
+# Parameter and selection tests of the installed usnic BTL:
+#  - ompi_info lists every parameter with help text;
+#  - OMPI_MCA_btl_usnic_<name> and --mca both set parameters;
+#  - bad values give our show_help message (not "help file not found"),
+#    the usnic BTL disqualifies itself, and the job still runs on tcp;
+#  - the usnic BTL is really selected when asked for, and vader keeps
+#    on-host traffic when it is listed too.
+# Prints "N passed, N failed" last; exits non-zero on any failure.
+#
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD=${PARAM_TEST_BUILD_DIR:-$HERE/build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1
+        --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo)
+passed=0
+failed=0
+
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; shift; [[ $# -gt 0 ]] && printf '%s\n' "$@" | tail -20 | sed 's/^/     /'; failed=$((failed + 1)); }
+
+mkdir -p "$BUILD"
+mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/ring" "$HERE/ring.c" || { echo "cannot build ring.c"; exit 1; }
+
+# run NAME EXPECT_RC [env assignments...] -- mpirun args...; output in $out
+run() {
+    local envs=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do envs+=("$1"); shift; done
+    shift
+    out=$(env "${envs[@]}" timeout 60 "${MPIRUN[@]}" "$@" "$BUILD/ring" 2>&1)
+    rc=$?
+}
+
+# --- 1. ompi_info lists every parameter, each with help text ---
+info=$(ompi_info --param btl usnic --level 9 2>&1)
+expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_num prio_rd_num
+          retrans_timeout max_resends_per_iteration ack_iteration_delay priority_limit window stats
+          verbose link_speed exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth)
+missing=()
+for p in "${expected[@]}"; do
+    # the line after the parameter line is its help text: it must not be empty
+    if ! grep -A1 "\"btl_usnic_$p\"" <<<"$info" | tail -1 | grep -q '[A-Za-z]'; then
+        missing+=("$p")
+    fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then ok "ompi_info lists ${#expected[@]} parameters with help"; else bad "ompi_info lacks: ${missing[*]}" "$info"; fi
+
+# Every registered usnic parameter has a line in README.txt
+readme="$HERE/../../README.txt"
+undocumented=()
+for p in $(grep -o '"btl_usnic_[a-z_]*"' <<<"$info" | tr -d '"' | sort -u); do
+    grep -q "$p" "$readme" || undocumented+=("$p")
+done
+if [[ ${#undocumented[@]} -eq 0 ]]; then ok "README.txt documents every parameter"; else bad "README.txt lacks: ${undocumented[*]}"; fi
+
+# --- 2. the usnic BTL carries a usnic,self job, and says so ---
+run -- -np 3 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_base_verbose 100
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -q "Using usnic btl" <<<"$out"; then
+    ok "usnic,self job selects usnic (3 ranks)"
+else
+    bad "usnic,self job (rc=$rc)" "$out"
+fi
+
+# --- 3. an environment variable sets a parameter ---
+run OMPI_MCA_btl_usnic_window=8 OMPI_MCA_btl_usnic_verbose=5 -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include lo
+if [[ $rc -eq 0 ]] && grep -q "window 8," <<<"$out"; then
+    ok "OMPI_MCA_btl_usnic_window=8 takes effect"
+else
+    bad "OMPI_MCA_btl_usnic_window did not take effect (rc=$rc)" "$out"
+fi
+
+# --- 4. bad values: our message, usnic out, job continues on tcp ---
+check_bad_value() {
+    local label=$1 pattern=$2
+    shift 2
+    run "$@" -- -np 2 --mca btl usnic,tcp,self --mca btl_usnic_if_include lo --mca btl_base_verbose 100
+    if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -q "$pattern" <<<"$out" &&
+       ! grep -qi "help file\|Sorry!" <<<"$out" && ! grep -q "Using usnic btl" <<<"$out"; then
+        ok "$label: clear message, job runs on other BTLs"
+    else
+        bad "$label (rc=$rc)" "$out"
+    fi
+}
+check_bad_value "retrans_timeout=1" "btl_usnic_retrans_timeout" OMPI_MCA_btl_usnic_retrans_timeout=1
+check_bad_value "window=99999" "btl_usnic_window" OMPI_MCA_btl_usnic_window=99999
+check_bad_value "max_resends_per_iteration=0" "btl_usnic_max_resends_per_iteration" \
+    OMPI_MCA_btl_usnic_max_resends_per_iteration=0
+check_bad_value "priority_limit=10" "btl_usnic_priority_limit" OMPI_MCA_btl_usnic_priority_limit=10
+check_bad_value "eager_limit=100" "eager_limit" OMPI_MCA_btl_usnic_eager_limit=100
+check_bad_value "if_include and if_exclude together" "mutually exclusive" OMPI_MCA_btl_usnic_if_exclude=eth0
+check_bad_value "empty provider_include" "provider_include" OMPI_MCA_btl_usnic_provider_include=
+
+# --- 5. an invalid if_include entry is named, a valid one still works ---
+run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include "lo,10.0.0.0/99"
+if [[ $rc -eq 0 ]] && grep -q "10.0.0.0/99" <<<"$out" && grep -q "PASS ring" <<<"$out"; then
+    ok "invalid CIDR entry reported, lo still used"
+else
+    bad "invalid CIDR entry (rc=$rc)" "$out"
+fi
+
+# --- 6. with vader listed, vader keeps on-host traffic (exclusivity) ---
+run -- -np 2 --mca btl usnic,vader,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -q "btl:usnic final stats" <<<"$out" &&
+   ! grep "btl:usnic final stats" <<<"$out" | grep -q "total_sends="; then
+    ok "usnic,vader,self: vader carries on-host traffic"
+else
+    bad "usnic,vader,self (rc=$rc)" "$out"
+fi
+
+# --- 7. a provider that does not exist: usnic out, job on tcp ---
+run OMPI_MCA_btl_usnic_provider_include=nosuchprovider -- -np 2 --mca btl usnic,tcp,self --mca btl_base_verbose 100
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && ! grep -q "Using usnic btl" <<<"$out"; then
+    ok "unknown provider: usnic disqualified, job runs"
+else
+    bad "unknown provider (rc=$rc)" "$out"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

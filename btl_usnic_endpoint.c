@@ -76,11 +76,27 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     if (NULL == ep->tx.sent || NULL == ep->rx.rcvd || NULL == ep->rx.frags) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
+    ep->tiny_mtu = eng->p.tiny_mtu;
+    ep->max_frag_payload = eng->max_frag_payload;
+    ep->max_chunk_payload = eng->max_chunk_payload;
+    ep->max_tiny_payload = eng->max_tiny_payload;
     ep->tx.next_seq = local_isn;
     ep->tx.acked_seq = local_isn - 1;
     ep->rx.next_expected = peer_isn;
     ep->rx.last_ack_sent = peer_isn - 1;
     return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu)
+{
+    if (mtu < ep->max_chunk_payload + sizeof(opal_btl_usnic_chunk_hdr_t)) {
+        ep->max_frag_payload = mtu - sizeof(opal_btl_usnic_hdr_t);
+        ep->max_chunk_payload = mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
+    }
+    if (tiny_mtu < ep->tiny_mtu) {
+        ep->tiny_mtu = tiny_mtu;
+        ep->max_tiny_payload = tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
+    }
 }
 
 static void fail_queued_frags(opal_btl_usnic_endpoint_t *ep, int status)

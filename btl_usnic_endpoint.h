@@ -54,6 +54,12 @@ typedef struct mca_btl_base_endpoint_t {
 
     uint32_t window;                     /* segments; same on both sides */
 
+    /* Datagram limits toward this peer: the smaller of both sides' MTUs */
+    size_t tiny_mtu;                     /* largest datagram for the priority channel */
+    size_t max_frag_payload;             /* PML bytes in one FRAG segment */
+    size_t max_chunk_payload;            /* bytes in one CHUNK segment */
+    size_t max_tiny_payload;             /* PML bytes of a tiny (priority) fragment */
+
     /* Retransmit timers of the production wire (opal_hotel) */
     opal_hotel_t hotel;
     bool hotel_ready;
@@ -69,6 +75,13 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, struct opal_btl_usnic_engine_t *eng,
                                      uint32_t window, opal_btl_usnic_seq_t local_isn,
                                      opal_btl_usnic_seq_t peer_isn);
+
+/**
+ * Lower |ep|'s datagram limits to what the peer can receive: |mtu| on its
+ * data channel and |tiny_mtu| on its priority channel (limits never grow
+ * beyond our own).
+ */
+void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu);
 
 /* Number of un-ACKed segments */
 static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_endpoint_t *ep)

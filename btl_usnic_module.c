@@ -355,6 +355,12 @@ static opal_btl_usnic_module_t *usnic_module(struct mca_btl_base_module_t *btl)
     return (opal_btl_usnic_module_t *) btl;
 }
 
+/* Largest whole fragment toward |ep| (the engine's if no endpoint is given) */
+static size_t max_frag_payload(const opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep)
+{
+    return (NULL != ep) ? ep->max_frag_payload : module->eng.max_frag_payload;
+}
+
 static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
 {
     frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
@@ -370,7 +376,7 @@ static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl,
     opal_btl_usnic_send_frag_t *frag;
     (void) order;
     OPAL_BTL_USNIC_LOCK();
-    if (size <= module->eng.max_frag_payload) {
+    if (size <= max_frag_payload(module, ep)) {
         frag = opal_btl_usnic_small_frag_alloc(&module->eng);
         if (NULL != frag) {
             frag_init_small(frag, size, flags);
@@ -484,7 +490,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
         *size = btl->btl_max_send_size - reserve;
     }
     OPAL_BTL_USNIC_LOCK();
-    if (reserve + *size <= module->eng.max_frag_payload) {
+    if (reserve + *size <= max_frag_payload(module, ep)) {
         des = prepare_small(module, conv, reserve, size, flags);
     } else {
         des = prepare_large(module, conv, reserve, size, flags);
@@ -515,7 +521,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     for (uint32_t i = 0; i < des->des_segment_count; ++i) {
         frag->total_len += frag->segments[i].seg_len;
     }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= module->eng.max_tiny_payload &&
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
         opal_btl_usnic_send_fast(ep, frag)) {
         if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
             rc = 1; /* done: no callback; we recycle it when ACKed */
@@ -543,7 +549,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     if (NULL != descriptor) {
         *descriptor = NULL;
     }
-    if (header_size + payload_size > module->eng.max_frag_payload || ep->failed) {
+    if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     OPAL_BTL_USNIC_LOCK();
@@ -664,6 +670,7 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
     uint32_t window = effective_window(module, remote);
     int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, module->local_modex.isn, remote->isn);
     if (OPAL_SUCCESS == rc) {
+        opal_btl_usnic_endpoint_limit_mtu(ep, remote->mtu, remote->tiny_mtu);
         rc = av_insert_peer(module, ep, remote);
     }
     if (OPAL_SUCCESS == rc) {

@@ -152,9 +152,9 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
 }
 
 /* Channel for a first transmission of a whole fragment */
-static int frag_channel(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
+static int frag_channel(const opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_seg_t *seg)
 {
-    return (seg->wire_len <= eng->p.tiny_mtu) ? OPAL_BTL_USNIC_PRIORITY_CHANNEL : OPAL_BTL_USNIC_DATA_CHANNEL;
+    return (seg->wire_len <= ep->tiny_mtu) ? OPAL_BTL_USNIC_PRIORITY_CHANNEL : OPAL_BTL_USNIC_DATA_CHANNEL;
 }
 
 static bool have_credit(const opal_btl_usnic_engine_t *eng, int channel)
@@ -191,7 +191,7 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
         return false;
     }
     small_frag_gather(eng, frag);
-    if (frag->total_len > eng->max_tiny_payload) {
+    if (frag->total_len > ep->max_tiny_payload) {
         return false;
     }
     if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
@@ -253,8 +253,8 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         }
     }
     size_t len = frag->total_len - frag->offset;
-    if (len > eng->max_chunk_payload) {
-        len = eng->max_chunk_payload;
+    if (len > ep->max_chunk_payload) {
+        len = ep->max_chunk_payload;
     }
     opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) seg->hdr;
     opal_btl_usnic_hdr_fill(eng, &ch->hdr, OPAL_BTL_USNIC_PKT_CHUNK, 0, len, frag->tag);
@@ -287,7 +287,7 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
 {
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        int channel = frag_channel(eng, &frag->seg);
+        int channel = frag_channel(ep, &frag->seg);
         if (!have_credit(eng, channel)) {
             return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
         }

@@ -1,5 +1,6 @@
 /*
- * A token travels around all ranks twice; every rank checks what it gets.
+ * A token travels around all ranks twice, then every rank passes a
+ * 500-byte message to its neighbour; every rank checks what it gets.
  * Used by run-param-tests.sh to prove that a job still works (and which
  * BTL carried it) while the usnic BTL's parameters are varied.
  */
@@ -30,6 +31,20 @@ int main(int argc, char **argv)
             }
             ++token;
             MPI_Send(&token, 1, MPI_INT, next, 7, MPI_COMM_WORLD);
+        }
+    }
+    /* a medium message each way: bigger than a small priority_limit,
+     * smaller than the default one */
+    unsigned char out[500], in[500];
+    for (int i = 0; i < (int) sizeof(out); ++i) {
+        out[i] = (unsigned char) (i * 31 + rank);
+    }
+    MPI_Sendrecv(out, sizeof(out), MPI_BYTE, next, 8, in, sizeof(in), MPI_BYTE, prev, 8, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    for (int i = 0; i < (int) sizeof(in); ++i) {
+        if (in[i] != (unsigned char) (i * 31 + prev)) {
+            fprintf(stderr, "FAIL ring: rank %d byte %d of the medium message\n", rank, i);
+            MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
     if (0 == rank) {

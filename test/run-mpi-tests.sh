@@ -8,6 +8,7 @@
 #   MPIRUN_EXTRA        extra mpirun arguments, split on whitespace
 #                       (e.g. "--mca btl_usnic_if_include lo")
 #   NETPIPE             1 (default) also runs NetPIPE's integrity check
+#   VALGRIND            1 (default) also runs the small case under valgrind
 #   MPI_TEST_BUILD_DIR  where binaries and logs go (default test/mpi/build)
 #   TEST_TIMEOUT        seconds per mpirun before it counts as a hang (180)
 #   VALGRIND_TIMEOUT    same for the valgrind run (300)
@@ -30,6 +31,7 @@ SRC_DIR=$SCRIPT_DIR/mpi
 BTL=${BTL:-usnic,self}
 MPIRUN_EXTRA=${MPIRUN_EXTRA:-}
 NETPIPE=${NETPIPE:-1}
+VALGRIND=${VALGRIND:-1}
 TEST_TIMEOUT=${TEST_TIMEOUT:-180}
 VALGRIND_TIMEOUT=${VALGRIND_TIMEOUT:-300}
 VG_PATTERN=${VG_PATTERN:-btl_usnic}
@@ -427,7 +429,9 @@ run_program collectives 3
 run_program collectives 4
 run_program datatypes 2
 run_program threads 2
-run_leakcheck
+if [ "$VALGRIND" = 1 ]; then
+    run_leakcheck
+fi
 if [ "$NETPIPE" = 1 ]; then
     run_netpipe
 fi

@@ -147,6 +147,11 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
 
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
 {
+    fx_init_with_wire(fx, p, &fx_wire);
+}
+
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire)
+{
     opal_btl_usnic_engine_params_t def;
     memset(fx, 0, sizeof(*fx));
     if (NULL == p) {
@@ -156,7 +161,7 @@ void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
     fx->rto = 1000;
     fx->fail_rc = OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     fx->arm_rc = OPAL_SUCCESS;
-    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, &fx_wire, NULL)) {
+    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, wire, NULL)) {
         fprintf(stderr, "fixture: opal_btl_usnic_engine_init failed\n");
         abort();
     }

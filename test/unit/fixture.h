@@ -101,6 +101,9 @@ typedef struct fx_cb_t {
 void fx_params_default(opal_btl_usnic_engine_params_t *p);
 /* Set up |fx| (|p| NULL: defaults).  Aborts the program if the engine cannot start. */
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p);
+/* The same with another wire (the pair simulation); |fx| must then be the
+ * first member of whatever the wire maps the engine back to */
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire);
 void fx_fini(fx_t *fx);
 fx_t *fx_of(opal_btl_usnic_engine_t *eng);
 

@@ -6,6 +6,9 @@
  *   static void test_something(void) { CHECK_EQ(1 + 1, 2); }
  *   UNIT_MAIN(UNIT_TEST(test_something), ...)
  *
+ * Table-driven suites build their own unit_test_t array with
+ * UNIT_TEST_ARG(name, fn, arg) entries and call unit_run() from main.
+ *
  * Every CHECK that fails prints "file:line: <expression> failed" and the
  * values involved, marks the running test failed and carries on; the
  * REQUIRE variants also return from the test (use them before
@@ -32,6 +35,9 @@
 typedef struct unit_test_t {
     const char *name;
     void (*fn)(void);
+    /* or, for table-driven suites: fn_arg(arg) */
+    void (*fn_arg)(const void *arg);
+    const void *arg;
 } unit_test_t;
 
 typedef struct unit_state_t {
@@ -161,7 +167,8 @@ static inline bool unit_check_mem(const char *file, int line, const char *ea, co
 /* Report a failure with a formatted message */
 #define FAILF(...) do { unit_fail_header(__FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } while (0)
 
-#define UNIT_TEST(fn) { #fn, fn }
+#define UNIT_TEST(fn) { #fn, fn, NULL, NULL }
+#define UNIT_TEST_ARG(name, fn, arg) { (name), NULL, (fn), (arg) }
 
 static inline int unit_run(const char *argv0, const unit_test_t *tests, size_t n, int argc, char **argv)
 {
@@ -184,7 +191,11 @@ static inline int unit_run(const char *argv0, const unit_test_t *tests, size_t n
         }
         unit_state.current = tests[i].name;
         unit_state.current_failed = false;
-        tests[i].fn();
+        if (NULL != tests[i].fn) {
+            tests[i].fn();
+        } else {
+            tests[i].fn_arg(tests[i].arg);
+        }
         if (unit_state.current_failed) {
             ++failed;
             printf("FAIL %s: %s\n", prog, tests[i].name);

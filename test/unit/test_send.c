@@ -1,0 +1,605 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The send path (btl_usnic_send.c), driven the way btl_usnic_module.c
+ * drives it: small fragments through the queue and the fast path, large
+ * fragments cut into chunks, the window closing and reopening,
+ * back-pressure from the provider, hard errors, and PML callbacks made
+ * exactly once.
+ */
+#include "fixture.h"
+#include "unit.h"
+
+#define PEER 1
+#define ISN 77u
+#define OWN MCA_BTL_DES_FLAGS_BTL_OWNERSHIP
+#define ALWAYS MCA_BTL_DES_SEND_ALWAYS_CALLBACK
+
+static opal_btl_usnic_send_frag_t *alloc_filled(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags,
+                                                uint32_t seed, fx_cb_t *cb)
+{
+    opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, size, flags);
+    if (NULL == frag) {
+        return NULL;
+    }
+    fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, size, seed);
+    if (NULL != cb) {
+        cb->fx = fx;
+        fx_set_callback(frag, cb);
+    }
+    return frag;
+}
+
+static bool is_data_seg(const fx_post_t *p)
+{
+    return OPAL_BTL_USNIC_PKT_ACK != fx_post_hdr(p)->type;
+}
+
+/* Reassemble what the posts [from, to) carry for fragment |frag_id| and
+ * compare with |want|; checks every chunk header on the way */
+static bool check_chunks(fx_t *fx, size_t from, size_t to, uint32_t frag_id, const uint8_t *want, size_t size,
+                         uint8_t tag)
+{
+    uint8_t *got = (uint8_t *) calloc(1, size);
+    size_t expect_off = 0;
+    unsigned n = 0;
+    bool ok = true;
+    for (size_t i = from; i < to; ++i) {
+        fx_post_t *p = &fx->posts[i];
+        const opal_btl_usnic_chunk_hdr_t *ch = (const opal_btl_usnic_chunk_hdr_t *) p->bytes;
+        if (OPAL_BTL_USNIC_PKT_CHUNK != ch->hdr.type || opal_btl_usnic_host32(ch->frag_id) != frag_id) {
+            continue;
+        }
+        size_t len = opal_btl_usnic_host16(ch->hdr.payload_len);
+        size_t off = opal_btl_usnic_host32(ch->frag_offset);
+        ok = CHECK_EQ(opal_btl_usnic_hdr_check(p->bytes, p->len, FX_COOKIE), OPAL_BTL_USNIC_VALID) && ok;
+        ok = CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL) && ok;
+        ok = CHECK_EQ(opal_btl_usnic_host32(ch->frag_size), size) && ok;
+        ok = CHECK_EQ(off, expect_off) && ok; /* chunks leave in order, contiguous */
+        ok = CHECK_EQ(ch->hdr.tag, tag) && ok;
+        ok = CHECK_EQ(p->len, FX_CHUNK_HDR + len) && ok;
+        size_t want_len = (size - off < FX_MAX_CHUNK_PAYLOAD) ? size - off : FX_MAX_CHUNK_PAYLOAD;
+        ok = CHECK_EQ(len, want_len) && ok;
+        if (off + len <= size) {
+            memcpy(got + off, p->bytes + FX_CHUNK_HDR, len);
+        }
+        expect_off = off + len;
+        ++n;
+    }
+    ok = CHECK_EQ(expect_off, size) && ok;
+    ok = CHECK_EQ(n, (size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD) && ok;
+    ok = CHECK_MEM(got, want, size) && ok;
+    free(got);
+    return ok;
+}
+
+/* Sequence numbers of the data posts [from, to) are ISN+first, +1, ... */
+static bool check_seq_run(fx_t *fx, size_t from, size_t to, uint32_t first)
+{
+    bool ok = true;
+    for (size_t i = from; i < to; ++i) {
+        if (is_data_seg(&fx->posts[i])) {
+            ok = CHECK_EQ_U(fx_post_seq(&fx->posts[i]), first++) && ok;
+        }
+    }
+    return ok;
+}
+
+static void ack_and_complete_all(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
+{
+    fx_complete_all(fx);
+    if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
+        opal_btl_usnic_handle_ack(&fx->eng, ep, ep->tx.next_seq - 1);
+    }
+}
+
+/* ---------------- small fragments ---------------- */
+
+static void test_send_small_via_queue(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, 1000, OWN | ALWAYS, 1, &cb);
+    uint8_t want[1000];
+    fx_fill(want, sizeof(want), 1);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x21), 0); /* too big for the fast path */
+    CHECK_EQ(fx.nposts, 0);
+    CHECK(frag->queued);
+    CHECK(ep->tx.on_rts_list);
+    CHECK_EQ(cb.calls, 0);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    REQUIRE_EQ(fx.nposts, 1);
+    fx_post_t *p = &fx.posts[0];
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(p);
+    CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL); /* 1024 bytes > tiny_mtu */
+    CHECK_EQ(p->len, FX_HDR + 1000);
+    CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_FRAG);
+    CHECK_EQ(h->tag, 0x21);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->seq), ISN);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->sender_id), fx.eng.p.my_id);
+    CHECK_EQ(opal_btl_usnic_hdr_check(p->bytes, p->len, FX_COOKIE), OPAL_BTL_USNIC_VALID);
+    CHECK_MEM(p->bytes + FX_HDR, want, 1000);
+    CHECK_EQ(cb.calls, 1); /* all of it is in our buffer: the PML may go on */
+    CHECK_EQ(cb.status, OPAL_SUCCESS);
+    CHECK(!frag->queued);
+    CHECK(!ep->tx.on_rts_list);
+    CHECK_EQ_U(fx.eng.stats.num_frag_sends, 1);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    ack_and_complete_all(&fx, ep);
+    CHECK_EQ(cb.calls, 1);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* prepare_src style descriptors reference the user's buffer: the engine
+ * copies it when the fragment is queued, so the user may reuse it after
+ * the callback (and even before the post) */
+static void test_send_small_copies_user_buffer_at_enqueue(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    uint8_t user[1200], want[16 + 1200];
+    fx_fill(user, sizeof(user), 5);
+    opal_btl_usnic_send_frag_t *frag = fx_prepare_src(&fx, ep, 16, user, sizeof(user), OWN);
+    REQUIRE(NULL != frag);
+    CHECK_EQ(frag->base.des_segment_count, 2);
+    memset(frag->segments[0].seg_addr.pval, 0xab, 16); /* the PML's header */
+    memset(want, 0xab, 16);
+    memcpy(want + 16, user, sizeof(user));
+    CHECK_EQ(fx_send(&fx, ep, frag, 3), 0);
+    memset(user, 0, sizeof(user)); /* the user reuses the buffer */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 1);
+    CHECK_EQ(fx.posts[0].len, FX_HDR + sizeof(want));
+    CHECK_MEM(fx.posts[0].bytes + FX_HDR, want, sizeof(want));
+    /* and a retransmission has the same bytes */
+    fx_complete_all(&fx);
+    fx_fire_all_timers(&fx);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 2);
+    CHECK_MEM(fx.posts[1].bytes + FX_HDR, want, sizeof(want));
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_send_fast_path(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    fx_cb_t cb_none, cb_always, cb_pml;
+    memset(&cb_none, 0, sizeof(cb_none));
+    memset(&cb_always, 0, sizeof(cb_always));
+    memset(&cb_pml, 0, sizeof(cb_pml));
+    cb_pml.free_in_callback = true;
+
+    /* BTL-owned, no callback wanted: done at once */
+    opal_btl_usnic_send_frag_t *f1 = alloc_filled(&fx, ep, FX_MAX_TINY_PAYLOAD, OWN, 1, &cb_none);
+    CHECK_EQ(fx_send(&fx, ep, f1, 1), 1);
+    REQUIRE_EQ(fx.nposts, 1); /* posted inside btl_send */
+    CHECK_EQ(fx.posts[0].channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    CHECK_EQ(fx.posts[0].len, FX_TINY_MTU);
+    CHECK_EQ_U(fx.eng.stats.num_fast_sends, 1);
+    /* BTL-owned, callback always: deferred to progress */
+    opal_btl_usnic_send_frag_t *f2 = alloc_filled(&fx, ep, 10, OWN | ALWAYS, 2, &cb_always);
+    CHECK_EQ(fx_send(&fx, ep, f2, 1), 0);
+    CHECK_EQ(fx.nposts, 2);
+    /* PML-owned: callback, and the PML frees it in there */
+    opal_btl_usnic_send_frag_t *f3 = alloc_filled(&fx, ep, 0, 0, 3, &cb_pml);
+    CHECK_EQ(fx_send(&fx, ep, f3, 1), 0);
+    CHECK_EQ(fx.nposts, 3);
+    CHECK_EQ(fx.posts[2].len, FX_HDR); /* empty fragment: header only */
+    CHECK_EQ(cb_always.calls + cb_pml.calls, 0); /* never from inside btl_send */
+    CHECK_EQ_U(fx.eng.stats.num_fast_sends, 3);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb_none.calls, 0);
+    CHECK_EQ(cb_always.calls, 1);
+    CHECK_EQ(cb_pml.calls, 1);
+    for (int i = 0; i < 3; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(cb_always.calls, 1);
+    CHECK_EQ(cb_pml.calls, 1);
+    CHECK(check_seq_run(&fx, 0, fx.nposts, ISN));
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* The fast-path callback is still pending when the ACK and the completion
+ * come in: the fragment must survive until its callback ran */
+static void test_send_fast_path_ack_before_callback(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    size_t full = fx_free_list_available(&fx.eng.small_frags);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    opal_btl_usnic_send_frag_t *f = alloc_filled(&fx, ep, 50, OWN | ALWAYS, 2, &cb);
+    CHECK_EQ(fx_send(&fx, ep, f, 1), 0);
+    ack_and_complete_all(&fx, ep);
+    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full - 1);
+    CHECK_EQ(cb.calls, 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1);
+    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full);
+    fx_fini(&fx);
+}
+
+static void test_send_fast_path_refusals(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 4;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, 300);
+    fx_cb_t cb[8];
+    memset(cb, 0, sizeof(cb));
+
+    /* something queued: a tiny fragment must wait behind it (order) */
+    opal_btl_usnic_send_frag_t *big = alloc_filled(&fx, ep, 1000, OWN, 0, &cb[0]);
+    CHECK_EQ(fx_send(&fx, ep, big, 1), 0);
+    opal_btl_usnic_send_frag_t *tiny = alloc_filled(&fx, ep, 10, OWN, 1, &cb[1]);
+    CHECK_EQ(fx_send(&fx, ep, tiny, 2), 0); /* queued, so a callback will come */
+    CHECK_EQ(fx.nposts, 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 2);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->tag, 1);
+    CHECK_EQ(fx_post_hdr(&fx.posts[1])->tag, 2);
+    CHECK(check_seq_run(&fx, 0, 2, ISN));
+    CHECK_EQ(fx.posts[1].channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL); /* a queued tiny one still goes there */
+    CHECK_EQ(cb[0].calls + cb[1].calls, 2);
+
+    /* window closed (4): the fast path refuses and the fragment queues */
+    for (int i = 2; i < 4; ++i) {
+        CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 10, OWN, (uint32_t) i, &cb[i]), 1), 1);
+    }
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 4);
+    opal_btl_usnic_send_frag_t *waiting = alloc_filled(&fx, ep, 10, OWN, 4, &cb[4]);
+    CHECK_EQ(fx_send(&fx, ep, waiting, 1), 0);
+    CHECK_EQ(fx.nposts, 4);
+    CHECK(waiting->queued);
+    /* no priority credit either (4 posts outstanding) */
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 5);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 0);
+    opal_btl_usnic_send_frag_t *nocredit = alloc_filled(&fx, ep, 10, OWN, 5, &cb[5]);
+    CHECK_EQ(fx_send(&fx, ep, nocredit, 1), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 5);
+    fx_complete_all(&fx);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 6);
+    CHECK(check_seq_run(&fx, 0, fx.nposts, ISN));
+    ack_and_complete_all(&fx, ep);
+    for (int i = 0; i < 6; ++i) {
+        CHECK_EQ(cb[i].calls, (i == 2 || i == 3) ? 0 : 1);
+    }
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_send_sendi(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    uint8_t hdr[20], payload[1400], want[1420];
+    fx_fill(hdr, sizeof(hdr), 1);
+    fx_fill(payload, sizeof(payload), 2);
+    memcpy(want, hdr, 20);
+    memcpy(want + 20, payload, 1400);
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, 20, payload, 100, 5), OPAL_SUCCESS); /* fast */
+    CHECK_EQ(fx.nposts, 1);
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, 20, payload, 1400, 6), OPAL_SUCCESS); /* queued */
+    CHECK_EQ(fx.nposts, 1);
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, 20, payload, 1429, 7), OPAL_ERR_RESOURCE_BUSY); /* > one datagram */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 2);
+    CHECK_MEM(fx.posts[0].bytes + FX_HDR, want, 120);
+    CHECK_MEM(fx.posts[1].bytes + FX_HDR, want, 1420);
+    CHECK_EQ(fx.posts[1].len, FX_HDR + 1420);
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* ---------------- large fragments ---------------- */
+
+static void test_send_large_chunking(void)
+{
+    static const size_t sizes[] = {FX_MAX_FRAG_PAYLOAD + 1, 3 * FX_MAX_CHUNK_PAYLOAD, 3 * FX_MAX_CHUNK_PAYLOAD + 1,
+                                   10000, FX_MAX_SEND};
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    uint32_t next_seq = ISN;
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        size_t size = sizes[i];
+        fx_cb_t cb;
+        memset(&cb, 0, sizeof(cb));
+        opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, size, OWN | ALWAYS, (uint32_t) size, &cb);
+        REQUIRE(NULL != frag);
+        CHECK_EQ(frag->kind, OPAL_BTL_USNIC_FRAG_LARGE);
+        uint8_t *want = (uint8_t *) malloc(size);
+        fx_fill(want, size, (uint32_t) size);
+        size_t before = fx.nposts;
+        size_t large_free = fx_free_list_available(&fx.eng.large_frags);
+        CHECK_EQ(fx_send(&fx, ep, frag, (uint8_t) (0x40 + i)), 0);
+        opal_btl_usnic_engine_progress(&fx.eng);
+        unsigned n = (unsigned) ((size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD);
+        bool ok = CHECK_EQ(fx.nposts - before, n);
+        uint32_t id = opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[before].bytes)->frag_id);
+        ok = CHECK_EQ_U(id, i + 1) && ok; /* ids 1, 2, 3 ... */
+        ok = check_chunks(&fx, before, fx.nposts, id, want, size, (uint8_t) (0x40 + i)) && ok;
+        ok = check_seq_run(&fx, before, fx.nposts, next_seq) && ok;
+        next_seq += n;
+        /* the callback once all bytes are copied into chunks; then the frag is free */
+        ok = CHECK_EQ(cb.calls, 1) && ok;
+        ok = CHECK_EQ(fx_free_list_available(&fx.eng.large_frags), large_free + 1) && ok;
+        ok = CHECK_EQ_U(fx.eng.stats.num_chunk_sends, next_seq - ISN) && ok;
+        if (!ok) {
+            fprintf(stderr, "  size %zu\n", size);
+        }
+        ack_and_complete_all(&fx, ep);
+        free(want);
+    }
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A prepare_src descriptor: PML header in hdr_space + user data in place */
+static void test_send_large_two_segments(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    const size_t reserve = 40, size = 20000;
+    uint8_t *user = (uint8_t *) malloc(size), *want = (uint8_t *) malloc(reserve + size);
+    fx_fill(user, size, 9);
+    opal_btl_usnic_send_frag_t *frag = fx_prepare_src(&fx, ep, reserve, user, size, OWN);
+    REQUIRE(NULL != frag);
+    memset(frag->segments[0].seg_addr.pval, 0x5a, reserve);
+    memset(want, 0x5a, reserve);
+    memcpy(want + reserve, user, size);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.fx = &fx;
+    fx_set_callback(frag, &cb);
+    CHECK_EQ(fx_send(&fx, ep, frag, 1), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK(check_chunks(&fx, 0, fx.nposts, 1, want, reserve + size, 1));
+    CHECK_EQ(cb.calls, 1);
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    free(user);
+    free(want);
+    fx_fini(&fx);
+}
+
+static void test_send_frag_ids_never_zero(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    ep->tx.next_frag_id = 0xfffffffeu;
+    static const uint32_t want_ids[] = {0xfffffffeu, 0xffffffffu, 1, 2};
+    for (int i = 0; i < 4; ++i) {
+        /* small fragments in between take no id */
+        CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 10, OWN, 0, NULL), 1), 1);
+        size_t before = fx.nposts;
+        CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 2000, OWN, 0, NULL), 1), 0);
+        opal_btl_usnic_engine_progress(&fx.eng);
+        REQUIRE_EQ(fx.nposts, before + 2);
+        for (size_t k = before; k < fx.nposts; ++k) {
+            const opal_btl_usnic_chunk_hdr_t *ch = (const opal_btl_usnic_chunk_hdr_t *) fx.posts[k].bytes;
+            CHECK_EQ_U(opal_btl_usnic_host32(ch->frag_id), want_ids[i]);
+        }
+        ack_and_complete_all(&fx, ep);
+    }
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* ---------------- window and back-pressure ---------------- */
+
+static void test_send_window_closes_and_reopens(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, 300);
+    fx_cb_t cb[10];
+    memset(cb, 0, sizeof(cb));
+    for (int i = 0; i < 10; ++i) {
+        CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, (uint32_t) i, &cb[i]), (uint8_t) i), 0);
+    }
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts, 4);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 4);
+    CHECK(!opal_btl_usnic_endpoint_window_open(ep));
+    CHECK(!ep->tx.on_rts_list);
+    for (int i = 0; i < 3; ++i) {
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    }
+    fx_complete_all(&fx);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0); /* completions do not open the window */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(ep->tx.on_rts_list);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 2);
+    CHECK_EQ(fx.nposts, 6);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 4);
+    CHECK_EQ(fx.nposts, 10);
+    CHECK(check_seq_run(&fx, 0, 10, ISN));
+    for (int i = 0; i < 10; ++i) {
+        CHECK_EQ(fx_post_hdr(&fx.posts[i])->tag, i); /* FIFO */
+        CHECK_EQ(cb[i].calls, 1);
+    }
+    CHECK_EQ_U(fx.eng.stats.max_sent_window, 4);
+
+    /* a large fragment stalls half-way through the window, and its
+     * callback waits for its last chunk */
+    fx_cb_t big_cb;
+    memset(&big_cb, 0, sizeof(big_cb));
+    ack_and_complete_all(&fx, ep);
+    size_t before = fx.nposts;
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 10000, OWN, 1, &big_cb), 1), 0); /* 7 chunks */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts - before, 4);
+    CHECK_EQ(big_cb.calls, 0);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ep->tx.next_seq - 1);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts - before, 7);
+    CHECK_EQ(big_cb.calls, 1);
+    uint8_t want[10000];
+    fx_fill(want, sizeof(want), 1);
+    CHECK(check_chunks(&fx, before, fx.nposts, 1, want, sizeof(want), 1));
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* OPAL_ERR_TEMP_OUT_OF_RESOURCE from the wire: nothing lost, no sequence
+ * number consumed, no callback early, retried on the next pass */
+static void test_send_backpressure(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    size_t chunks_full = fx_free_list_available(&fx.eng.chunk_segs);
+    fx_cb_t cb_small;
+    memset(&cb_small, 0, sizeof(cb_small));
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, 3, &cb_small), 1), 0);
+    fx.fail_count = 1;
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(fx.nposts, 0);
+    CHECK_EQ_U(ep->tx.next_seq, ISN);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ(cb_small.calls, 0);
+    CHECK(ep->tx.on_rts_list); /* still ready to send */
+    CHECK_EQ_U(fx.eng.stats.num_send_eagain, 1);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ_U(fx_post_seq(&fx.posts[0]), ISN);
+    CHECK_EQ(cb_small.calls, 1);
+
+    /* large: the provider refuses the 3rd chunk */
+    ack_and_complete_all(&fx, ep);
+    fx_cb_t cb_mid;
+    memset(&cb_mid, 0, sizeof(cb_mid));
+    size_t before = fx.nposts;
+    uint32_t seq0 = ep->tx.next_seq;
+    opal_btl_usnic_send_frag_t *big = alloc_filled(&fx, ep, 10000, OWN, 5, &cb_mid);
+    CHECK_EQ(fx_send(&fx, ep, big, 3), 0);
+    fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 2; /* two chunks per pass */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts - before, 2);
+    fx.fail_count = 1;
+    fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] += 2;
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts - before, 2);
+    CHECK_EQ_U(ep->tx.next_seq, seq0 + 2);
+    CHECK_EQ(big->offset, 2 * FX_MAX_CHUNK_PAYLOAD); /* not advanced by the refused chunk */
+    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), chunks_full - 2); /* refused chunk returned */
+    CHECK_EQ(cb_mid.calls, 0);
+    fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1024 - 2;
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.nposts - before, 7);
+    CHECK_EQ(cb_mid.calls, 1);
+    uint8_t want[10000];
+    fx_fill(want, sizeof(want), 5);
+    CHECK(check_chunks(&fx, before, fx.nposts, opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[before].bytes)->frag_id),
+                       want, sizeof(want), 3));
+    CHECK(check_seq_run(&fx, before, fx.nposts, seq0));
+    ack_and_complete_all(&fx, ep);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Few provider send slots: one post per completion */
+static void test_send_credit_limited(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    for (int i = 0; i < 5; ++i) {
+        CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, (uint32_t) i, NULL), 1), 0);
+    }
+    for (int i = 0; i < 5; ++i) {
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ(fx.nposts, 5);
+    CHECK(check_seq_run(&fx, 0, 5, ISN));
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A hard post error fails the peer: every queued fragment gets exactly one
+ * callback with OPAL_ERR_UNREACH, later sends fail at once, nothing leaks */
+static void test_send_hard_error_fails_peer(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    fx_cb_t cb[5];
+    memset(cb, 0, sizeof(cb));
+    /* one in flight already */
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, 0, &cb[0]), 1), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb[0].calls, 1);
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, 1, &cb[1]), 1), 0);
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 9000, OWN, 2, &cb[2]), 1), 0);
+    cb[3].free_in_callback = true;
+    CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, 0, 3, &cb[3]), 1), 0);
+    fx.fail_rc = OPAL_ERR_UNREACH;
+    fx.fail_count = 1;
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(fx.peer_failed_calls, 1);
+    CHECK(ep->failed);
+    for (int i = 1; i < 4; ++i) {
+        CHECK_EQ(cb[i].calls, 1);
+        CHECK_EQ(cb[i].status, OPAL_ERR_UNREACH);
+    }
+    CHECK_EQ(cb[0].status, OPAL_SUCCESS);
+    CHECK(opal_btl_usnic_endpoint_drained(ep)); /* in-flight data forgotten */
+    opal_btl_usnic_send_frag_t *refused = alloc_filled(&fx, ep, 10, OWN, 4, &cb[4]);
+    CHECK_EQ(fx_send(&fx, ep, refused, 1), OPAL_ERR_UNREACH);
+    for (int i = 0; i < 5; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(fx.nposts, 1);
+    CHECK_EQ(cb[4].calls, 0); /* a refused btl_send makes no callback ... */
+    fx_free(&fx, refused);    /* ... and the descriptor is still the PML's to free */
+    for (int i = 0; i < 4; ++i) {
+        CHECK_EQ(cb[i].calls, 1);
+    }
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
+          UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
+          UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi), UNIT_TEST(test_send_large_chunking),
+          UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
+          UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
+          UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer))

@@ -10,6 +10,7 @@
 #include "opal_config.h"
 
 #include <stdint.h>
+#include <time.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -103,7 +104,10 @@ typedef struct opal_btl_usnic_component_t {
     int rd_num;
     int prio_sd_num;
     int prio_rd_num;
-    int retrans_timeout;        /* microseconds */
+    int retrans_timeout;        /* microseconds: RTO before the first RTT sample */
+    int rto_min;                /* microseconds */
+    int rto_max;                /* microseconds */
+    int peer_timeout;           /* seconds; 0 = never */
     int max_resends_per_iteration;
     int ack_iteration_delay;
     int priority_limit;         /* bytes of a tiny datagram */
@@ -134,6 +138,16 @@ extern mca_btl_base_module_t opal_btl_usnic_module_template;
 #define opal_btl_usnic_verbose(level, ...) \
     opal_output_verbose(level, mca_btl_usnic_component.output, "btl:usnic: " __VA_ARGS__)
 
+/* The engines' clock: microseconds, monotonic.  Read once per progress
+ * pass, and before a send posts outside progress (the fast path), so that
+ * send times and RTT samples are never stale. */
+static inline uint64_t opal_btl_usnic_clock_usec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
 static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_engine_t *eng)
 {
     return (opal_btl_usnic_module_t *) ((char *) eng - offsetof(opal_btl_usnic_module_t, eng));
@@ -154,7 +168,7 @@ void opal_btl_usnic_report_bad_params(void);
 
 /* btl_usnic_module.c */
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);
-int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module);
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now);
 bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module);
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);
 

@@ -21,17 +21,44 @@
  * when a quarter of the window has been received without an ACK (so the
  * sender's window never closes for want of one).
  *
- * Timers.  Every (re)posted segment has its retransmit timer armed through
- * the wire (production: opal_hotel; tests: a virtual clock).  An ACK that
- * covers the segment disarms it.  On expiry the segment joins the engine's
- * resend list; the send progression reposts at most
- * max_resends_per_iteration of them per pass, always on the data channel, so
- * that retransmissions never crowd ACKs off the priority channel.
+ * Timers.  Every (re)posted segment gets a deadline: its send time plus
+ * the endpoint's RTO, doubled per timeout since the endpoint's ACK last
+ * advanced (capped at rto_max; RFC 6298 5.5 and 5.7).  The segment is also checked into the wire's timer store
+ * (production: an opal_hotel without eviction callback); expiry itself is
+ * driven by the engine from the progress function, because Open MPI loops
+ * the event base behind opal_hotel's evictions only every ~10 ms, a
+ * thousand loopback round trips.  The engine keeps next_deadline, the
+ * earliest deadline of all endpoints, so a progress pass costs one compare
+ * when nothing expires.
+ *
+ * What a timeout retransmits.  Only an endpoint's oldest un-ACKed segment
+ * (the one the cumulative ACK is stuck on).  Resending the whole window on
+ * a timeout repeats the same burst every RTO in lockstep; with periodic
+ * loss the same segment is then dropped forever (the pair simulation's
+ * lockstep test).  Later holes are found one round trip apart: while in
+ * recovery, each ACK that advances but does not reach |recover| (NewReno's
+ * partial ACK) retransmits the new oldest segment at once.
+ *
+ * RTO.  RFC 6298: srtt and rttvar from ACKs of segments sent only once
+ * (Karn's rule), RTO = srtt + 4 rttvar clamped to [rto_min, rto_max];
+ * retrans_timeout is the RTO before the first sample.
+ *
+ * Retransmissions go through the engine's resend list; the send progression
+ * reposts at most max_resends_per_iteration of them per pass, always on the
+ * data channel, so that retransmissions never crowd ACKs off the priority
+ * channel.
  *
  * Duplicate ACKs.  An ACK equal to acked_seq while segments are in flight
  * means the receiver saw something beyond a hole: the first such duplicate
- * for a given ACK value fast-retransmits acked_seq + 1 (only once per value,
- * so a burst of duplicates does not become a burst of resends).
+ * for a given ACK value fast-retransmits acked_seq + 1.  Later duplicates
+ * of the same value retransmit it again only once it is overdue (sent
+ * more than a round trip ago, see oldest_overdue), so a burst of
+ * duplicates does not become a burst of resends, and a lost
+ * retransmission does not wait for a timeout while the path works.
+ *
+ * Dead peers.  A peer that has not advanced its ACK for peer_timeout while
+ * we have un-ACKed data to it is declared dead through wire->peer_failed:
+ * its fragments fail and the PML is told.
  *
  * Stale ACKs (older than acked_seq) are ignored; ACKs for sequence numbers
  * never sent are ignored and counted as invalid.
@@ -81,16 +108,146 @@ static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     opal_btl_usnic_seg_release_if_done(eng, seg);
 }
 
+static opal_btl_usnic_send_seg_t *oldest_unacked(const opal_btl_usnic_endpoint_t *ep)
+{
+    if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
+        return NULL;
+    }
+    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1) % ep->window];
+}
+
+static void lower_next_deadline(opal_btl_usnic_engine_t *eng, uint64_t deadline)
+{
+    if (deadline < eng->next_deadline) {
+        eng->next_deadline = deadline;
+    }
+}
+
+void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg)
+{
+    seg->sent_time = eng->now;
+    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, ep->timer.backoff, eng->p.rto_max);
+    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
+        (void) eng->wire->timer_arm(eng, ep, seg);
+        seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
+    }
+    lower_next_deadline(eng, seg->deadline);
+}
+
+uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sample, uint64_t rto_min,
+                                   uint64_t rto_max)
+{
+    if (0 == *srtt) {
+        *srtt = sample > 0 ? sample : 1;
+        *rttvar = sample / 2;
+    } else {
+        uint64_t err = (*srtt > sample) ? *srtt - sample : sample - *srtt;
+        *rttvar = (3 * *rttvar + err) / 4;
+        *srtt = (7 * *srtt + sample) / 8;
+        if (0 == *srtt) {
+            *srtt = 1;
+        }
+    }
+    uint64_t rto = *srtt + 4 * *rttvar;
+    if (rto < rto_min) {
+        rto = rto_min;
+    }
+    return rto > rto_max ? rto_max : rto;
+}
+
+/* A retransmission starts (or continues) loss recovery up to what has
+ * been sent so far. */
+static void recovery_enter(opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->timer.in_recovery) {
+        ep->timer.in_recovery = true;
+        ep->timer.recover = ep->tx.next_seq - 1;
+    }
+}
+
+/* Queue |seg| for retransmission now, stopping its timer. */
+static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_seg_t *seg)
+{
+    timer_stop(eng, ep, seg);
+    resend_enqueue(eng, seg);
+    recovery_enter(ep);
+}
+
+/**
+ * The path delivers (a duplicate ACK just arrived) but the oldest segment
+ * has waited longer than a round trip since it was last sent: its last
+ * copy was lost too.  Retransmitting it now beats waiting for a timeout
+ * that scheduling noise on a busy host may have stretched far beyond the
+ * real round trip.  "A round trip" is srtt + rttvar, at most rto_min.
+ */
+static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    const opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
+    if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+        return false;
+    }
+    uint64_t rtt = ep->timer.srtt + ep->timer.rttvar;
+    if (0 == ep->timer.srtt || rtt > eng->p.rto_min) {
+        rtt = eng->p.rto_min;
+    }
+    return eng->now - seg->sent_time >= rtt;
+}
+
 static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
-    opal_btl_usnic_seq_t first = ep->tx.acked_seq + 1;
-    opal_btl_usnic_send_seg_t *seg = ep->tx.sent[first % ep->window];
+    opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
     if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
         return;
     }
-    timer_stop(eng, ep, seg);
-    resend_enqueue(eng, seg);
+    retransmit_now(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
+}
+
+/* Karn's rule: only a segment sent once gives an unambiguous sample, and
+ * only outside recovery: an ACK that jumps over a repaired hole covers
+ * segments that waited for the repair, not for the path. */
+static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       const opal_btl_usnic_send_seg_t *seg)
+{
+    if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
+        ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
+                                                  eng->p.rto_min, eng->p.rto_max);
+    }
+}
+
+static void flight_list_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->tx.on_flight_list) {
+        opal_list_remove_item(&eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = false;
+    }
+}
+
+/* After the ACK advanced: leave recovery, or go on with the next hole. */
+static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    ep->timer.last_ack_time = eng->now;
+    ep->timer.backoff = 0; /* the path works again */
+    opal_btl_usnic_send_seg_t *next = oldest_unacked(ep);
+    if (NULL == next) {
+        ep->timer.in_recovery = false;
+        flight_list_remove(eng, ep);
+        return;
+    }
+    if (ep->timer.in_recovery) {
+        if (opal_btl_usnic_seq_ge(ep->tx.acked_seq, ep->timer.recover)) {
+            ep->timer.in_recovery = false;
+        } else if (0 == next->retries && !(next->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+            retransmit_now(eng, ep, next); /* partial ACK: the next hole */
+            OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
+            return;
+        }
+    }
+    if (next->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) {
+        lower_next_deadline(eng, next->deadline);
+    }
 }
 
 void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -109,11 +266,15 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     if (ack_seq == ep->tx.acked_seq) {
         if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_dup_acks);
-            if (1 == ++ep->tx.dup_acks) {
+            if (1 == ++ep->tx.dup_acks || oldest_overdue(eng, ep)) {
                 fast_retransmit(eng, ep);
             }
         }
         return;
+    }
+    opal_btl_usnic_send_seg_t *newest = ep->tx.sent[ack_seq % ep->window];
+    if (NULL != newest) {
+        rtt_sample(eng, ep, newest);
     }
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; opal_btl_usnic_seq_le(s, ack_seq); ++s) {
         opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
@@ -124,20 +285,62 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     }
     ep->tx.acked_seq = ack_seq;
     ep->tx.dup_acks = 0;
+    after_ack_advance(eng, ep);
     opal_btl_usnic_check_rts(ep);
 }
 
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
-    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
-    seg->hotel_room = -1;
-    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW)) {
-        return; /* ACKed meanwhile */
+    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+        return; /* ACKed meanwhile, or already queued */
     }
-    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
-        resend_enqueue(eng, seg);
-        OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
+    retransmit_now(eng, seg->ep, seg);
+    if (seg->ep->timer.backoff < 20) {
+        ++seg->ep->timer.backoff;
     }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
+}
+
+/* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
+static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (eng->p.peer_timeout > 0 && eng->now - ep->timer.last_ack_time >= eng->p.peer_timeout) {
+        eng->wire->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
+        return UINT64_MAX;
+    }
+    opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
+    if (NULL == seg || !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
+        /* queued for resend or still with the provider: re-armed when reposted */
+        return (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout : UINT64_MAX;
+    }
+    if (seg->deadline <= eng->now) {
+        opal_btl_usnic_retrans_expired(eng, seg);
+        return UINT64_MAX;
+    }
+    uint64_t next = seg->deadline;
+    if (eng->p.peer_timeout > 0 && ep->timer.last_ack_time + eng->p.peer_timeout < next) {
+        next = ep->timer.last_ack_time + eng->p.peer_timeout;
+    }
+    return next;
+}
+
+void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng)
+{
+    uint64_t next = UINT64_MAX;
+    eng->next_deadline = UINT64_MAX;
+    opal_list_item_t *item = opal_list_get_first(&eng->endpoints_in_flight);
+    while (item != opal_list_get_end(&eng->endpoints_in_flight)) {
+        opal_list_item_t *following = opal_list_get_next(item);
+        opal_btl_usnic_endpoint_t *ep =
+            (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.flight_item));
+        uint64_t t = endpoint_expire(eng, ep);
+        if (t < next) {
+            next = t;
+        }
+        item = following;
+    }
+    /* timers (re)armed during this scan have lowered next_deadline already */
+    lower_next_deadline(eng, next);
 }
 
 /* ----- receiver side ----- */

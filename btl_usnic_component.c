@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
@@ -389,8 +390,9 @@ static int usnic_component_progress(void)
         }
     }
     c->fastpath_ok = true;
+    uint64_t now = opal_btl_usnic_clock_usec();
     for (int i = 0; i < c->num_modules; ++i) {
-        count += opal_btl_usnic_module_progress(c->modules[i]);
+        count += opal_btl_usnic_module_progress(c->modules[i], now);
     }
     OPAL_BTL_USNIC_UNLOCK();
     return count;

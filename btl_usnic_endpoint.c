@@ -21,6 +21,9 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->tx.queue, opal_list_t);
     OBJ_CONSTRUCT(&ep->tx.rts_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->rx.ack_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->tx.flight_item, opal_list_item_t);
+    ep->tx.on_flight_list = false;
+    memset(&ep->timer, 0, sizeof(ep->timer));
     ep->tx.sent = NULL;
     ep->tx.on_rts_list = false;
     ep->tx.dup_acks = 0;
@@ -44,6 +47,10 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
             opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
             ep->tx.on_rts_list = false;
         }
+        if (ep->tx.on_flight_list) {
+            opal_list_remove_item(&ep->eng->endpoints_in_flight, &ep->tx.flight_item);
+            ep->tx.on_flight_list = false;
+        }
     }
     if (ep->hotel_ready) {
         OBJ_DESTRUCT(&ep->hotel);
@@ -57,6 +64,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     free(ep->rx.frags);
     free(ep->rx.rcvd);
     free(ep->tx.sent);
+    OBJ_DESTRUCT(&ep->tx.flight_item);
     OBJ_DESTRUCT(&ep->rx.ack_item);
     OBJ_DESTRUCT(&ep->tx.rts_item);
     OBJ_DESTRUCT(&ep->tx.queue);
@@ -68,8 +76,17 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
                                      uint32_t window, opal_btl_usnic_seq_t local_isn,
                                      opal_btl_usnic_seq_t peer_isn)
 {
+    /* Windows are powers of two: slots are seq % window, and only a power
+     * of two divides 2^32, so slots stay distinct across the wrap. */
+    while (0 != (window & (window - 1))) {
+        window &= window - 1;
+    }
+    if (0 == window) {
+        return OPAL_ERR_BAD_PARAM;
+    }
     ep->eng = eng;
     ep->window = window;
+    ep->timer.rto = eng->p.rto_initial;
     ep->tx.sent = (opal_btl_usnic_send_seg_t **) calloc(window, sizeof(*ep->tx.sent));
     ep->rx.rcvd = (uint8_t *) calloc(window, sizeof(*ep->rx.rcvd));
     ep->rx.frags = (opal_btl_usnic_rx_frag_t *) calloc(window, sizeof(*ep->rx.frags));
@@ -118,6 +135,10 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
     if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
         /* Nobody will ACK these any more: release them as if ACKed */
         opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
+    }
+    if (ep->tx.on_flight_list) {
+        opal_list_remove_item(&ep->eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = false;
     }
     if (ep->tx.on_rts_list) {
         opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);

@@ -37,7 +37,25 @@ typedef struct mca_btl_base_endpoint_t {
         uint32_t dup_acks;               /* duplicate ACKs in a row */
         bool on_rts_list;
         opal_list_item_t rts_item;       /* on the engine's endpoints_with_sends */
+        bool on_flight_list;
+        opal_list_item_t flight_item;    /* on the engine's endpoints_in_flight */
     } tx;
+
+    /* Retransmission timing (RFC 6298).  The retransmit timer of an
+     * endpoint is that of its oldest un-ACKed segment; each timeout doubles
+     * the timeout of later (re)transmissions until the ACK advances.  While in recovery
+     * (a segment was retransmitted and the ACK has not yet passed
+     * |recover|), every ACK that advances retransmits the next oldest
+     * segment at once (NewReno's partial ACK). */
+    struct {
+        uint64_t srtt;                   /* us; 0 = no sample yet */
+        uint64_t rttvar;                 /* us */
+        uint64_t rto;                    /* us */
+        unsigned backoff;                /* timeouts since the ACK last advanced */
+        uint64_t last_ack_time;          /* last time the ACK advanced or data started to flow */
+        bool in_recovery;
+        opal_btl_usnic_seq_t recover;
+    } timer;
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is
      * set for received s in [next_expected, next_expected + window). */

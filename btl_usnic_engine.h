@@ -67,6 +67,10 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint32_t max_resends_per_iteration;
     uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
     size_t max_send_size;         /* largest fragment the PML may hand us */
+    uint64_t rto_initial;         /* us: retransmit timeout before the first RTT sample */
+    uint64_t rto_min;             /* us: floor of the computed timeout */
+    uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
+    uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
 } opal_btl_usnic_engine_params_t;
 
 typedef struct opal_btl_usnic_engine_t {
@@ -78,13 +82,16 @@ typedef struct opal_btl_usnic_engine_t {
     size_t max_chunk_payload;     /* bytes in one CHUNK segment */
     size_t max_tiny_payload;      /* PML bytes that fit the priority channel */
 
-    uint64_t tick;                /* progress passes; the only clock the engine sees */
+    uint64_t tick;                /* progress passes (paces explicit ACKs) */
+    uint64_t now;                 /* us; set by the owner once per progress pass */
+    uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
 
     opal_list_t resend_segs;      /* segments awaiting retransmission */
     opal_list_t endpoints_with_sends;
     opal_list_t endpoints_needing_ack;
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
+    opal_list_t endpoints_in_flight; /* endpoints with un-ACKed segments */
 
     opal_free_list_t small_frags;
     opal_free_list_t large_frags;
@@ -105,6 +112,19 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
                                const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl);
 void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng);
 
+/* The engine's clock: the owner reads its clock once per progress pass
+ * and hands it in (microseconds, monotonic). */
+static inline void opal_btl_usnic_engine_set_time(opal_btl_usnic_engine_t *eng, uint64_t now)
+{
+    eng->now = now;
+}
+
+/* Earliest time a retransmit timer may fire (UINT64_MAX: none armed). */
+static inline uint64_t opal_btl_usnic_engine_next_deadline(const opal_btl_usnic_engine_t *eng)
+{
+    return eng->next_deadline;
+}
+
 /* ----- send side (btl_usnic_send.c) ----- */
 
 /**
@@ -124,10 +144,11 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
 
 /**
- * One pass of the send progression: retransmissions first (data channel,
- * at most max_resends_per_iteration), then new segments from ready
- * endpoints, then explicit ACKs that are due.  Advances the tick.
- * Returns the number of segments posted.
+ * One pass of the send progression: expired retransmit timers (if the
+ * clock passed the next deadline), retransmissions (data channel, at most
+ * max_resends_per_iteration), new segments from ready endpoints, then
+ * explicit ACKs that are due.  Advances the tick.  Returns the number of
+ * segments posted.
  */
 int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng);
 
@@ -194,8 +215,36 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
 void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                opal_btl_usnic_seq_t ack_seq);
 
+/**
+ * Check every endpoint with un-ACKed data against the clock: retransmit
+ * the oldest segment whose timer expired, declare dead a peer that has not
+ * ACKed anything for peer_timeout, and recompute next_deadline.  Called by
+ * opal_btl_usnic_engine_progress() when the clock passed next_deadline.
+ */
+void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng);
+
 /* The retransmit timer of |seg| expired: queue it for retransmission. */
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
+
+/* Arm |seg|'s retransmit timer: now + the endpoint's RTO backed off by
+ * the timeouts since its ACK last advanced. */
+void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg);
+
+/* Exponential back-off: |rto| doubled |retries| times, at most |rto_max|. */
+static inline uint64_t opal_btl_usnic_rto_backoff(uint64_t rto, unsigned retries, uint64_t rto_max)
+{
+    unsigned shift = retries < 20 ? retries : 20;
+    uint64_t t = rto << shift;
+    return t < rto_max ? t : rto_max;
+}
+
+/**
+ * RFC 6298 estimator: fold one RTT |sample| (us) into srtt/rttvar and
+ * return the new RTO clamped to [|rto_min|, |rto_max|].
+ */
+uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sample, uint64_t rto_min,
+                                   uint64_t rto_max);
 
 /**
  * We accepted (or were sent a stale copy of) a segment from |ep|: owe it an

@@ -288,19 +288,27 @@ opal_btl_usnic_rx_frag_class_t opal_btl_usnic_rx_frag_classify(const opal_btl_us
 }
 
 int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
-                               uint32_t offset, const void *data, uint32_t len, uint8_t tag,
-                               bool *complete_p)
+                               uint32_t chunk_size, uint32_t offset, const void *data, uint32_t len,
+                               uint8_t tag, bool *complete_p)
 {
     if (0 == slot->frag_id) {
+        uint32_t chunks = (frag_size + chunk_size - 1) / chunk_size;
         slot->buf = (uint8_t *) malloc(frag_size);
-        if (NULL == slot->buf) {
+        slot->have = (uint8_t *) calloc((chunks + 7) / 8, 1);
+        if (NULL == slot->buf || NULL == slot->have) {
+            free(slot->buf);
+            free(slot->have);
+            slot->buf = slot->have = NULL;
             return OPAL_ERR_OUT_OF_RESOURCE;
         }
         slot->frag_id = frag_id;
         slot->size = frag_size;
         slot->bytes_left = frag_size;
+        slot->chunk_size = chunk_size;
         slot->tag = tag;
     }
+    uint32_t index = offset / slot->chunk_size;
+    slot->have[index / 8] |= (uint8_t) (1u << (index % 8));
     memcpy(slot->buf + offset, data, len);
     slot->bytes_left -= len;
     *complete_p = (0 == slot->bytes_left);
@@ -310,7 +318,9 @@ int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id,
 void opal_btl_usnic_rx_frag_reset(opal_btl_usnic_rx_frag_t *slot)
 {
     free(slot->buf);
+    free(slot->have);
     slot->buf = NULL;
+    slot->have = NULL;
     slot->frag_id = 0;
     slot->size = 0;
     slot->bytes_left = 0;

@@ -58,7 +58,8 @@ typedef struct opal_btl_usnic_send_seg_t {
     int hotel_room;                       /* -1 when not checked in */
     opal_btl_usnic_seq_t seq;
     uint32_t wire_len;                    /* header + payload bytes */
-    uint64_t deadline;                    /* retransmit deadline (test timers) */
+    uint64_t sent_time;                   /* engine time of the last (re)transmission */
+    uint64_t deadline;                    /* retransmit deadline (engine time, us) */
     struct mca_btl_base_endpoint_t *ep;
     struct opal_btl_usnic_send_frag_t *frag; /* owning small frag, else NULL */
     uint8_t *buf;                         /* provider buffer (prefix first) */
@@ -139,8 +140,10 @@ typedef struct opal_btl_usnic_rx_frag_t {
     uint32_t frag_id;                     /* 0 = slot free (ids start at 1) */
     uint32_t size;
     uint32_t bytes_left;
+    uint32_t chunk_size;                  /* payload of every chunk but the last */
     uint8_t tag;
     uint8_t *buf;
+    uint8_t *have;                        /* bitmap: chunks received */
 } opal_btl_usnic_rx_frag_t;
 
 /**
@@ -158,16 +161,39 @@ opal_btl_usnic_rx_frag_class_t opal_btl_usnic_rx_frag_classify(const opal_btl_us
                                                                uint32_t frag_id, uint32_t frag_size);
 
 /**
+ * Is a chunk of |len| bytes at |offset| one of the pieces a fragment of
+ * |frag_size| bytes is cut into with |chunk_size|-byte chunks?  Every
+ * chunk but the last is exactly |chunk_size| bytes at a multiple of it.
+ */
+static inline bool opal_btl_usnic_chunk_is_aligned(uint32_t frag_size, uint32_t chunk_size, uint32_t offset,
+                                                   uint32_t len)
+{
+    if (0 == chunk_size || 0 != offset % chunk_size || offset >= frag_size) {
+        return false;
+    }
+    uint32_t expect = frag_size - offset < chunk_size ? frag_size - offset : chunk_size;
+    return len == expect;
+}
+
+/* Has the chunk at |offset| already been copied into |slot|? */
+static inline bool opal_btl_usnic_rx_frag_has(const opal_btl_usnic_rx_frag_t *slot, uint32_t offset)
+{
+    uint32_t i = offset / slot->chunk_size;
+    return 0 != (slot->have[i / 8] & (1u << (i % 8)));
+}
+
+/**
  * Copy one chunk into its reassembly.  Starts the reassembly if the slot
- * was free (allocates the buffer).  Returns OPAL_SUCCESS and sets
- * *|complete_p| when the last byte arrived; OPAL_ERR_OUT_OF_RESOURCE if no
- * buffer could be allocated (the chunk must then be dropped un-ACKed).
- * Assumes the caller checked the classification and that each sequence
- * number (hence each chunk) is accepted once.
+ * was free (allocates the buffer and the chunk bitmap).  Returns
+ * OPAL_SUCCESS and sets *|complete_p| when the last chunk arrived;
+ * OPAL_ERR_OUT_OF_RESOURCE if no buffer could be allocated (the chunk
+ * must then be dropped un-ACKed).  Assumes the caller checked the
+ * classification, opal_btl_usnic_chunk_is_aligned() and
+ * opal_btl_usnic_rx_frag_has(), so every byte is written exactly once.
  */
 int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
-                               uint32_t offset, const void *data, uint32_t len, uint8_t tag,
-                               bool *complete_p);
+                               uint32_t chunk_size, uint32_t offset, const void *data, uint32_t len,
+                               uint8_t tag, bool *complete_p);
 
 /* Forget a finished or abandoned reassembly, freeing its buffer. */
 void opal_btl_usnic_rx_frag_reset(opal_btl_usnic_rx_frag_t *slot);

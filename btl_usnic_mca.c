@@ -131,9 +131,22 @@ int opal_btl_usnic_component_register_params(void)
     ok &= reg_int("prio_rd_num", "Receive buffers posted on the priority channel (-1: 256)", -1, -1, 65536,
                   OPAL_INFO_LVL_5, &c->prio_rd_num);
     ok &= reg_int("retrans_timeout",
-                  "Microseconds a segment waits for its ACK before it is retransmitted (timers fire when Open MPI "
-                  "loops its event base, so the effective resolution is coarser)",
-                  5000, 100, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
+                  "Microseconds a segment waits for its ACK before it is retransmitted, until round-trip times have "
+                  "been measured; afterwards the timeout adapts to the path (RFC 6298) within "
+                  "[btl_usnic_rto_min, btl_usnic_rto_max] and doubles per retransmission of a segment",
+                  5000, 10, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
+    ok &= reg_int("rto_min",
+                  "Floor (microseconds) of the adaptive retransmit timeout; protects against retransmitting while "
+                  "a busy peer is merely descheduled",
+                  500, 10, 60000000, OPAL_INFO_LVL_5, &c->rto_min);
+    ok &= reg_int("rto_max",
+                  "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
+                  10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);
+    ok &= reg_int("peer_timeout",
+                  "Seconds a peer may leave our data un-ACKed before it is declared dead: its messages fail and "
+                  "the job is told (mpirun then ends it).  A peer that does not enter MPI for longer than this "
+                  "while we have data for it looks dead too.  0 = never",
+                  60, 0, 86400, OPAL_INFO_LVL_4, &c->peer_timeout);
     ok &= reg_int("max_resends_per_iteration",
                   "Maximum number of retransmissions posted per progress call (prevents retransmission storms)", 16,
                   1, 65536, OPAL_INFO_LVL_5, &c->max_resends_per_iteration);
@@ -159,6 +172,14 @@ int opal_btl_usnic_component_register_params(void)
     if (is_set(c->if_include) && is_set(c->if_exclude)) {
         note_bad_param("if_include / btl_usnic_if_exclude", "both set",
                        "one of them: they are mutually exclusive");
+        ok = false;
+    }
+    if (c->rto_min > c->rto_max || c->retrans_timeout > c->rto_max) {
+        char value[96];
+        snprintf(value, sizeof(value), "retrans_timeout=%d rto_min=%d rto_max=%d", c->retrans_timeout, c->rto_min,
+                 c->rto_max);
+        note_bad_param("retrans_timeout / btl_usnic_rto_min / btl_usnic_rto_max", value,
+                       "rto_min <= rto_max and retrans_timeout <= rto_max");
         ok = false;
     }
     if (!is_set(c->provider_include)) {
@@ -252,4 +273,14 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
         }
     }
     opal_output(0, "%s", line);
+    opal_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &module->all_endpoints, opal_list_item_t) {
+        const opal_btl_usnic_endpoint_t *ep = (const opal_btl_usnic_endpoint_t *) item;
+        opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %u: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
+                    "in_flight=%u window=%u%s",
+                    when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
+                    ep->peer_id, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
+                    (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
+                    ep->window, ep->failed ? " FAILED" : "");
+    }
 }

@@ -80,19 +80,25 @@ static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
     return OPAL_ERR_UNREACH;
 }
 
-static void hotel_evict(opal_hotel_t *hotel, int room, void *occupant)
+/* Un-ACKed segments wait in the endpoint's opal_hotel, one room each.
+ * The hotel gets no event base, so it arms no libevent timers: the engine
+ * fires retransmit timers itself from the progress function (see
+ * btl_usnic_ack.c), far finer than the event base that would drive hotel
+ * evictions (looped every ~10 ms by opal_progress). */
+static void hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant)
 {
     (void) hotel;
     (void) room;
-    opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) occupant;
-    OPAL_BTL_USNIC_LOCK();
-    opal_btl_usnic_retrans_expired(seg->ep->eng, seg);
-    OPAL_BTL_USNIC_UNLOCK();
+    (void) occupant;
+    opal_output(0, "btl:usnic: internal error: a hotel without event base evicted a segment");
 }
 
 static int wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
 {
     (void) eng;
+    if (seg->hotel_room >= 0) {
+        return OPAL_SUCCESS;
+    }
     return opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
 }
 
@@ -133,8 +139,15 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
         return;
     }
     ep->failed = true;
-    opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename, module->if_name,
-                   NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown", ep->peer_id, opal_strerror(rc));
+    const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
+    if (OPAL_ERR_TIMEOUT == rc) {
+        opal_show_help("help-mpi-btl-usnic.txt", "peer timeout", true, opal_process_info.nodename, module->if_name,
+                       peer_host, ep->peer_id, mca_btl_usnic_component.peer_timeout,
+                       opal_btl_usnic_endpoint_in_flight(ep));
+    } else {
+        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
+                       module->if_name, peer_host, ep->peer_id, opal_strerror(rc));
+    }
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
     if (NULL != module->pml_error_cb) {
         module->pml_error_cb(&module->super, MCA_BTL_ERROR_FLAGS_NONFATAL, ep->proc, NULL);
@@ -337,8 +350,9 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module)
     return false;
 }
 
-int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module)
+int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now)
 {
+    opal_btl_usnic_engine_set_time(&module->eng, now);
     finish_deferred_fast_recv(module);
     int count = poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
     count += poll_channel(module, OPAL_BTL_USNIC_DATA_CHANNEL);
@@ -521,6 +535,7 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     for (uint32_t i = 0; i < des->des_segment_count; ++i) {
         frag->total_len += frag->segments[i].seg_len;
     }
+    opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
         opal_btl_usnic_send_fast(ep, frag)) {
         if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
@@ -570,6 +585,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     frag->owned_by_btl = true;
     frag->total_len = header_size + size;
     OPAL_BTL_USNIC_STAT_INC(&module->eng, pml_module_sends);
+    opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
     if (!opal_btl_usnic_send_fast(ep, frag)) {
         opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
     }
@@ -676,8 +692,8 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
     if (OPAL_SUCCESS == rc) {
         OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
         ep->hotel_ready = true;
-        rc = opal_hotel_init(&ep->hotel, (int) window, opal_sync_event_base,
-                             (uint32_t) mca_btl_usnic_component.retrans_timeout, 0, hotel_evict);
+        rc = opal_hotel_init(&ep->hotel, (int) ep->window, NULL, (uint32_t) mca_btl_usnic_component.rto_max, 0,
+                             hotel_never_evicts);
     }
     if (OPAL_SUCCESS == rc) {
         rc = ensure_peer_slot(module, ep->peer_id);
@@ -825,19 +841,17 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
 
 /* Window default: keep one peer's un-ACKed data inside the kernel's
  * default receive buffer (a UDP socket holds about rmem_default / 2304
- * full-size datagrams on loopback) with room to spare for other peers. */
+ * full-size datagrams on loopback) with room to spare for other peers;
+ * a power of two (see opal_btl_usnic_endpoint_init_rel). */
 static uint32_t default_window(void)
 {
     long rmem = opal_btl_usnic_kernel_rmem_default();
     long datagrams = (rmem > 0) ? rmem / 2304 : 92;
-    long w = datagrams / 2;
-    if (w < 16) {
-        w = 16;
+    uint32_t w = 16;
+    while (w < 4096 && (long) (2 * w) <= datagrams / 2) {
+        w *= 2;
     }
-    if (w > 4096) {
-        w = 4096;
-    }
-    return (uint32_t) w;
+    return w;
 }
 
 static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
@@ -894,6 +908,10 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .max_send_size = module->super.btl_max_send_size > module->super.btl_eager_limit
                              ? module->super.btl_max_send_size
                              : module->super.btl_eager_limit,
+        .rto_initial = (uint64_t) c->retrans_timeout,
+        .rto_min = (uint64_t) c->rto_min,
+        .rto_max = (uint64_t) c->rto_max,
+        .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;

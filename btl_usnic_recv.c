@@ -113,6 +113,13 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     uint32_t len = opal_btl_usnic_host16(ch->hdr.payload_len);
     opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[frag_id % ep->window];
 
+    /* Both sides cut fragments with the same chunk size (the smaller
+     * MTU): anything else is corrupt or forged, and accepting overlapping
+     * chunks would complete a fragment with bytes that never arrived. */
+    if (!opal_btl_usnic_chunk_is_aligned(size, (uint32_t) ep->max_chunk_payload, offset, len)) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
+        return;
+    }
     switch (opal_btl_usnic_rx_frag_classify(slot, frag_id, size)) {
     case OPAL_BTL_USNIC_RX_FRAG_BUSY:
         /* not accepted: the sender retransmits once the slot frees up */
@@ -122,7 +129,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
         return;
     case OPAL_BTL_USNIC_RX_FRAG_CONTINUE:
-        if (len > slot->bytes_left) {
+        if (opal_btl_usnic_rx_frag_has(slot, offset)) {
             count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
             return;
         }
@@ -135,8 +142,8 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         break;
     }
     bool complete = false;
-    if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, offset, (uint8_t *) ch + sizeof(*ch), len,
-                                                   ch->hdr.tag, &complete)) {
+    if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload, offset,
+                                                   (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag, &complete)) {
         return; /* no memory: drop un-ACKed, the sender will retry */
     }
     seq_accept(ep, seq);
@@ -146,6 +153,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
          * receive the next fragment into it from inside the callback. */
         opal_btl_usnic_rx_frag_t done = *slot;
         slot->buf = NULL;
+        slot->have = NULL;
         opal_btl_usnic_rx_frag_reset(slot);
         eng->wire->deliver(eng, ep, done.tag, done.buf, done.size);
         opal_btl_usnic_rx_frag_reset(&done);

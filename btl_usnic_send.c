@@ -101,10 +101,18 @@ static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
 {
     --eng->credits[channel];
     seg->channel = (uint8_t) channel;
-    if (OPAL_SUCCESS == eng->wire->timer_arm(eng, ep, seg)) {
-        seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
-    }
+    opal_btl_usnic_timer_start(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
+}
+
+/* |ep| has un-ACKed data from now on: its timers need watching */
+static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->tx.on_flight_list) {
+        opal_list_append(&eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = true;
+        ep->timer.last_ack_time = eng->now;
+    }
 }
 
 /**
@@ -143,6 +151,7 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     }
     ep->tx.next_seq = seq + 1;
     ep->tx.sent[seq % ep->window] = seg;
+    flight_list_add(eng, ep);
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     if (in_flight > eng->stats.max_sent_window) {
         eng->stats.max_sent_window = in_flight;
@@ -381,6 +390,9 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
 {
     ++eng->tick;
     run_pending_callbacks(eng);
+    if (eng->now >= eng->next_deadline) {
+        opal_btl_usnic_engine_expire(eng);
+    }
     int posted = 0;
     if (!opal_list_is_empty(&eng->resend_segs)) {
         posted += progress_resends(eng);
@@ -411,6 +423,8 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->wire = wire;
     eng->btl = btl;
     eng->tick = 0;
+    eng->now = 0;
+    eng->next_deadline = UINT64_MAX;
     eng->max_frag_payload = params->mtu - sizeof(opal_btl_usnic_hdr_t);
     eng->max_chunk_payload = params->mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
     eng->max_tiny_payload = params->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
@@ -421,6 +435,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->endpoints_with_sends, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_needing_ack, opal_list_t);
     OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
+    OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
     eng->lists_ready = false;
     return opal_btl_usnic_frag_lists_init(eng);
 }
@@ -436,6 +451,9 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     }
     while (NULL != opal_list_remove_first(&eng->pending_callbacks)) {
     }
+    while (NULL != opal_list_remove_first(&eng->endpoints_in_flight)) {
+    }
+    OBJ_DESTRUCT(&eng->endpoints_in_flight);
     OBJ_DESTRUCT(&eng->pending_callbacks);
     OBJ_DESTRUCT(&eng->endpoints_needing_ack);
     OBJ_DESTRUCT(&eng->endpoints_with_sends);

@@ -157,12 +157,15 @@ static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_e
 int opal_btl_usnic_component_register_params(void);
 int opal_btl_usnic_register_pvars(void);
 /**
- * A help message during MPI_Init (component init, module setup): rendered
- * here and written to stderr, because mpirun of Open MPI 4.1 loses some
- * show_help messages sent that early.  |once_per_host|: only local rank 0
- * speaks (for messages every process would repeat).
+ * Show a help message of help-mpi-btl-usnic.txt: rendered here and written
+ * to stderr (which mpirun forwards like any output), because mpirun of
+ * Open MPI 4.1 loses about one in four show_help messages it is sent
+ * ("ORTE_ERROR_LOG: Data unpack would read past end of buffer" in
+ * orte/util/show_help.c), also when the job ends right after.
+ * |once_per_host|: only local rank 0 speaks (for messages every process
+ * would repeat).
  */
-void opal_btl_usnic_init_help(bool once_per_host, const char *topic, ...);
+void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...);
 /* show_help for every bad parameter value found at registration */
 void opal_btl_usnic_report_bad_params(void);
 

@@ -157,7 +157,7 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
         snprintf(ifname, len, "%s", NULL != domain ? domain : "?");
     }
     if ((info->mode & FI_LOCAL_MR) || (info->domain_attr->mr_mode & FI_MR_LOCAL)) {
-        opal_btl_usnic_init_help(true, "provider needs local MR", opal_process_info.nodename,
+        opal_btl_usnic_show_help(true, "provider needs local MR", opal_process_info.nodename,
                                  info->fabric_attr->prov_name, ifname);
         return false;
     }
@@ -172,7 +172,7 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
         }
     }
     if (NULL != bad) {
-        opal_btl_usnic_init_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
+        opal_btl_usnic_show_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
         free(bad);
     }
     opal_btl_usnic_verbose(10, "interface %s (%s) %s", ifname, info->fabric_attr->name, keep ? "kept" : "skipped");
@@ -230,8 +230,9 @@ static void create_modules(struct fi_info *list)
             continue;
         }
         c->modules[c->num_modules++] = module;
-        opal_btl_usnic_verbose(5, "module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u",
-                               module->if_name, info->fabric_attr->name, module->provider,
+        opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u",
+                               (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, info->fabric_attr->name,
+                               module->provider,
                                module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
                                module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu, module->local_modex.window,
                                module->chan[0].port, module->chan[1].port);
@@ -281,7 +282,7 @@ static bool check_base_params(void)
         char value[128];
         snprintf(value, sizeof(value), "eager_limit=%zu rndv_eager_limit=%zu max_send_size=%zu", t->btl_eager_limit,
                  t->btl_rndv_eager_limit, t->btl_max_send_size);
-        opal_btl_usnic_init_help(true, "bad parameter value", opal_process_info.nodename,
+        opal_btl_usnic_show_help(true, "bad parameter value", opal_process_info.nodename,
                                  "eager_limit / rndv_eager_limit / max_send_size", value,
                                  "1 KiB to 16 MiB, with rndv_eager_limit <= eager_limit");
         return false;
@@ -351,6 +352,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     }
     /* Every process of the job derives the same cookie from the jobid */
     c->cookie = (uint32_t) (OPAL_PROC_MY_NAME.jobid * 2654435761u) ^ 0x75736e63u;
+    opal_btl_usnic_verbose(5, "rank %u: job cookie 0x%08x", (unsigned) OPAL_PROC_MY_NAME.vpid, c->cookie);
     discover();
     if (0 == c->num_modules) {
         opal_btl_usnic_verbose(5, "no usable interface: disqualifying myself");

@@ -19,8 +19,7 @@
 #include "btl_usnic.h"
 
 /* Bad values found at registration.  They are reported from component
- * init, not from here: registration runs before the runtime can forward
- * show_help messages reliably to mpirun (ORTE loses some of them). */
+ * init, where the process knows its local rank (one message per host). */
 #define MAX_BAD_PARAMS 8
 static struct {
     char name[64];
@@ -39,7 +38,7 @@ static void note_bad_param(const char *name, const char *value, const char *allo
     }
 }
 
-void opal_btl_usnic_init_help(bool once_per_host, const char *topic, ...)
+void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...)
 {
     if (once_per_host && 0 != opal_process_info.my_local_rank) {
         return;
@@ -64,7 +63,7 @@ void opal_btl_usnic_report_bad_params(void)
      * ("ORTE_ERROR_LOG: Data unpack would read past end of buffer" in
      * orte/util/show_help.c). */
     for (int i = 0; i < num_bad_params; ++i) {
-        opal_btl_usnic_init_help(true, "bad parameter value", opal_process_info.nodename, bad_params[i].name,
+        opal_btl_usnic_show_help(true, "bad parameter value", opal_process_info.nodename, bad_params[i].name,
                                  bad_params[i].value, bad_params[i].allowed);
     }
     num_bad_params = 0;

@@ -33,7 +33,7 @@
 
 static void show_fi_error(opal_btl_usnic_module_t *module, const char *call, int rc)
 {
-    opal_btl_usnic_init_help(false, "libfabric API failed", opal_process_info.nodename,
+    opal_btl_usnic_show_help(false, "libfabric API failed", opal_process_info.nodename,
                              NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc,
                              fi_strerror(-rc));
 }
@@ -141,12 +141,12 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     ep->failed = true;
     const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
     if (OPAL_ERR_TIMEOUT == rc) {
-        opal_show_help("help-mpi-btl-usnic.txt", "peer timeout", true, opal_process_info.nodename, module->if_name,
-                       peer_host, ep->peer_id, mca_btl_usnic_component.peer_timeout,
-                       opal_btl_usnic_endpoint_in_flight(ep));
+        opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
+                                 ep->peer_id, mca_btl_usnic_component.peer_timeout,
+                                 opal_btl_usnic_endpoint_in_flight(ep));
     } else {
-        opal_show_help("help-mpi-btl-usnic.txt", "peer unreachable", true, opal_process_info.nodename,
-                       module->if_name, peer_host, ep->peer_id, opal_strerror(rc));
+        opal_btl_usnic_show_help(false, "peer unreachable", opal_process_info.nodename, module->if_name, peer_host,
+                                 ep->peer_id, opal_strerror(rc));
     }
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
     if (NULL != module->pml_error_cb) {
@@ -659,7 +659,7 @@ static int av_insert_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
         if (1 != rc || FI_ADDR_NOTAVAIL == addr) {
             char ip[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &remote->ipv4, ip, sizeof(ip));
-            opal_btl_usnic_init_help(false, "unreachable peer IP", opal_process_info.nodename,
+            opal_btl_usnic_show_help(false, "unreachable peer IP", opal_process_info.nodename,
                            module->if_name, opal_get_proc_hostname(ep->proc), ip);
             return OPAL_ERR_UNREACH;
         }
@@ -719,7 +719,7 @@ static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_
         return NULL; /* no usnic modules on that peer: not an error */
     }
     if (0 == size || 0 != size % sizeof(*remote) || OPAL_BTL_USNIC_PROTO_VERSION != remote->proto_version) {
-        opal_btl_usnic_init_help(false, "modex mismatch", opal_process_info.nodename,
+        opal_btl_usnic_show_help(false, "modex mismatch", opal_process_info.nodename,
                        opal_get_proc_hostname(proc), OPAL_BTL_USNIC_PROTO_VERSION,
                        (size >= sizeof(*remote)) ? remote->proto_version : 0);
         free(remote);

@@ -50,16 +50,19 @@ static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     return OPAL_SUCCESS;
 }
 
+/* Timer notifications: the engine already set seg->deadline; production
+ * checks the segment into the endpoint's opal_hotel (no event base, no
+ * eviction).  Record the check-in; never compute or fire anything. */
 static int fx_wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg)
 {
     fx_t *fx = fx_of(eng);
     (void) ep;
-    if (OPAL_SUCCESS != fx->arm_rc) {
-        return fx->arm_rc;
-    }
     ++fx->arms;
-    seg->deadline = fx->now + fx->rto;
+    if (fx_is_armed(fx, seg)) {
+        ++fx->timer_errors; /* the engine arms only segments it has not armed */
+        return OPAL_SUCCESS;
+    }
     if (fx->narmed == fx->armed_cap) {
         fx->armed_cap = fx->armed_cap ? 2 * fx->armed_cap : 64;
         fx->armed = (opal_btl_usnic_send_seg_t **) xrealloc(fx->armed, fx->armed_cap * sizeof(*fx->armed));
@@ -85,7 +88,9 @@ static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     fx_t *fx = fx_of(eng);
     (void) ep;
     ++fx->disarms;
-    (void) armed_remove(fx, seg);
+    if (!armed_remove(fx, seg)) {
+        ++fx->timer_errors;
+    }
 }
 
 static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
@@ -113,6 +118,7 @@ static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     fx_t *fx = fx_of(eng);
     ++fx->peer_failed_calls;
     fx->peer_failed_rc = rc;
+    fx->peer_failed_at = eng->now;
     if (ep->failed) {
         return;
     }
@@ -143,6 +149,10 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
     p->sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 1024;
     p->sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1024;
     p->max_send_size = FX_MAX_SEND;
+    p->rto_initial = FX_RTO_INITIAL;
+    p->rto_min = FX_RTO_MIN;
+    p->rto_max = FX_RTO_MAX;
+    p->peer_timeout = 0;
 }
 
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
@@ -158,9 +168,7 @@ void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const 
         fx_params_default(&def);
         p = &def;
     }
-    fx->rto = 1000;
     fx->fail_rc = OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    fx->arm_rc = OPAL_SUCCESS;
     if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, wire, NULL)) {
         fprintf(stderr, "fixture: opal_btl_usnic_engine_init failed\n");
         abort();
@@ -275,23 +283,80 @@ bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
     return false;
 }
 
-void fx_fire_timer(fx_t *fx, opal_btl_usnic_send_seg_t *seg)
+void fx_set_time(fx_t *fx, uint64_t now)
 {
-    if (armed_remove(fx, seg)) {
-        opal_btl_usnic_retrans_expired(&fx->eng, seg);
-    }
+    fx->now = now;
+    opal_btl_usnic_engine_set_time(&fx->eng, now);
 }
 
-void fx_fire_all_timers(fx_t *fx)
+int fx_progress(fx_t *fx)
 {
-    size_t n = fx->narmed;
-    opal_btl_usnic_send_seg_t **copy = (opal_btl_usnic_send_seg_t **) xrealloc(NULL, (n ? n : 1) * sizeof(*copy));
-    memcpy(copy, fx->armed, n * sizeof(*copy));
-    fx->narmed = 0;
-    for (size_t i = 0; i < n; ++i) {
-        opal_btl_usnic_retrans_expired(&fx->eng, copy[i]);
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
+    return opal_btl_usnic_engine_progress(&fx->eng);
+}
+
+bool fx_expire_next(fx_t *fx)
+{
+    uint64_t t = opal_btl_usnic_engine_next_deadline(&fx->eng);
+    if (UINT64_MAX == t) {
+        return false;
     }
-    free(copy);
+    fx_set_time(fx, t > fx->now ? t : fx->now);
+    opal_btl_usnic_engine_expire(&fx->eng);
+    return true;
+}
+
+bool fx_timers_consistent(fx_t *fx)
+{
+    bool ok = (0 == fx->timer_errors);
+    size_t in_timer = 0;
+    for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
+        opal_btl_usnic_endpoint_t *ep = fx->peers[i];
+        if (NULL == ep || NULL == ep->tx.sent) {
+            continue;
+        }
+        for (uint32_t k = 0; k < ep->window; ++k) {
+            opal_btl_usnic_send_seg_t *seg = ep->tx.sent[k];
+            if (NULL == seg) {
+                continue;
+            }
+            bool flag = 0 != (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER);
+            in_timer += flag;
+            if (flag != fx_is_armed(fx, seg)) {
+                fprintf(stderr, "  seq 0x%x: IN_TIMER %d but checked in %d\n", (unsigned) seg->seq, (int) flag,
+                        (int) !flag);
+                ok = false;
+            }
+        }
+    }
+    if (in_timer != fx->narmed) {
+        fprintf(stderr, "  %zu segments checked in, %zu un-ACKed segments with a running timer\n", fx->narmed,
+                in_timer);
+        ok = false;
+    }
+    if (0 != fx->timer_errors) {
+        fprintf(stderr, "  %u inconsistent timer notifications\n", fx->timer_errors);
+    }
+    return ok;
+}
+
+uint64_t fx_true_next_deadline(fx_t *fx)
+{
+    uint64_t t = UINT64_MAX;
+    for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
+        opal_btl_usnic_endpoint_t *ep = fx->peers[i];
+        if (NULL == ep || NULL == ep->tx.sent || 0 == opal_btl_usnic_endpoint_in_flight(ep)) {
+            continue;
+        }
+        const opal_btl_usnic_send_seg_t *oldest = ep->tx.sent[(uint32_t) (ep->tx.acked_seq + 1) % ep->window];
+        if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) && oldest->deadline < t) {
+            t = oldest->deadline;
+        }
+        if (fx->eng.p.peer_timeout > 0 && ep->timer.last_ack_time + fx->eng.p.peer_timeout < t) {
+            t = ep->timer.last_ack_time + fx->eng.p.peer_timeout;
+        }
+    }
+    return t;
 }
 
 void fx_recv(fx_t *fx, const void *buf, size_t len)
@@ -300,6 +365,7 @@ void fx_recv(fx_t *fx, const void *buf, size_t len)
      * that is scribbled over afterwards */
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now); /* the module polls its CQs after setting the time */
     opal_btl_usnic_recv_segment(&fx->eng, fx_lookup, copy, len);
     memset(copy, 0xdd, len);
     free(copy);
@@ -357,6 +423,12 @@ size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack
 
 /* ----- module glue (mirrors btl_usnic_module.c) ----- */
 
+/* Largest whole fragment toward |ep| (the engine's if no endpoint is given) */
+static size_t max_frag_payload(const fx_t *fx, const opal_btl_usnic_endpoint_t *ep)
+{
+    return (NULL != ep) ? ep->max_frag_payload : fx->eng.max_frag_payload;
+}
+
 static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
 {
     frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
@@ -368,7 +440,7 @@ static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint3
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags)
 {
     opal_btl_usnic_send_frag_t *frag;
-    if (size <= fx->eng.max_frag_payload) {
+    if (size <= max_frag_payload(fx, ep)) {
         frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
         if (NULL != frag) {
             frag_init_small(frag, size, flags);
@@ -394,7 +466,7 @@ opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *
                                            const void *data, size_t size, uint32_t flags)
 {
     opal_btl_usnic_send_frag_t *frag;
-    if (reserve + size <= fx->eng.max_frag_payload) {
+    if (reserve + size <= max_frag_payload(fx, ep)) {
         frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
         if (NULL == frag) {
             return NULL;
@@ -444,7 +516,10 @@ int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t 
     for (uint32_t i = 0; i < des->des_segment_count; ++i) {
         frag->total_len += frag->segments[i].seg_len;
     }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= fx->eng.max_tiny_payload &&
+    /* the fast path posts outside progress: send time and RTT samples
+     * must not be stale */
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
         opal_btl_usnic_send_fast(ep, frag)) {
         if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
             rc = 1;
@@ -462,7 +537,7 @@ int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t 
 int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
              size_t payload_size, uint8_t tag)
 {
-    if (header_size + payload_size > fx->eng.max_frag_payload || ep->failed) {
+    if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
@@ -482,6 +557,7 @@ int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t
     frag->owned_by_btl = true;
     frag->total_len = header_size + payload_size;
     OPAL_BTL_USNIC_STAT_INC(&fx->eng, pml_module_sends);
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
     if (!opal_btl_usnic_send_fast(ep, frag)) {
         opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
     }

@@ -4,11 +4,23 @@
  * Test fixture for the reliability engine: one engine bound to a
  * "recording" wire that never sends anything.  Posts are recorded (with a
  * copy of the bytes, as the provider would have sent them) and stay
- * "in the provider" until the test reports their completion; timers are a
- * list of armed segments that the test fires by hand; deliveries to the PML
- * are recorded.  The small glue of btl_usnic_module.c (alloc, send, sendi,
- * free, prepare_src) is mirrored here, because the module itself needs a
- * live Open MPI.
+ * "in the provider" until the test reports their completion; deliveries to
+ * the PML are recorded.
+ *
+ * Time.  The engine owns its timers: it stamps seg->sent_time and
+ * seg->deadline, keeps next_deadline, and expires timers itself from
+ * opal_btl_usnic_engine_progress() once the clock it was handed passed
+ * next_deadline.  The fixture is the owner of the clock: fx->now is the
+ * owner's (virtual, microsecond) clock, and fx_set_time() moves it and
+ * hands it to the engine, as the module does once per progress pass.  The
+ * wire's timer_arm/timer_disarm are only notifications (production checks
+ * the segment into an opal_hotel); the fixture records which segments are
+ * "checked in" and counts inconsistent calls, but never computes or fires
+ * a deadline.
+ *
+ * The small glue of btl_usnic_module.c (alloc, send, sendi, free,
+ * prepare_src) is mirrored here, because the module itself needs a live
+ * Open MPI.
  *
  * Open MPI runtime: none.  The engine's free lists are opal_free_list_t
  * without payload buffers (no mpool, no rcache), the object system
@@ -40,7 +52,11 @@
 #define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1448 */
 #define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1436 */
 #define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 744 */
-#define FX_MAX_PEERS 8
+#define FX_MAX_PEERS 16
+/* Retransmission timing (us) unless a test says otherwise; no peer timeout */
+#define FX_RTO_INITIAL 1000
+#define FX_RTO_MIN 200
+#define FX_RTO_MAX 64000
 
 /* One call of wire->post that the wire accepted */
 typedef struct fx_post_t {
@@ -65,8 +81,7 @@ typedef void (*fx_deliver_hook_t)(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8
 
 struct fx_t {
     opal_btl_usnic_engine_t eng;  /* first: the wire ops map eng -> fixture */
-    uint64_t now;                 /* virtual time, stamped into seg->deadline */
-    uint64_t rto;
+    uint64_t now;                 /* the owner's clock (us); see fx_set_time() */
 
     fx_post_t *posts;
     size_t nposts, posts_cap;
@@ -75,10 +90,10 @@ struct fx_t {
     int fail_rc;
     unsigned fail_count;
 
-    opal_btl_usnic_send_seg_t **armed; /* segments with an armed timer */
+    opal_btl_usnic_send_seg_t **armed; /* segments checked into the timer store (notifications) */
     size_t narmed, armed_cap;
     unsigned arms, disarms;
-    int arm_rc;                   /* what timer_arm returns */
+    unsigned timer_errors;        /* arm of an armed segment, disarm of one not armed */
 
     fx_delivery_t *dels;
     size_t ndels, dels_cap;
@@ -86,6 +101,7 @@ struct fx_t {
 
     unsigned peer_failed_calls;
     int peer_failed_rc;
+    uint64_t peer_failed_at;      /* engine time of the last peer_failed call */
 
     opal_btl_usnic_endpoint_t *peers[FX_MAX_PEERS]; /* by the peer's sender id */
 };
@@ -123,13 +139,29 @@ void fx_complete_all(fx_t *fx);
 /* Posts on |channel| (-1: any) whose header type is |type| (0: any) */
 unsigned fx_count_posts(const fx_t *fx, int channel, int type);
 
-/* Timers */
-bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg);
-/* Expire |seg|'s timer as the production wire's hotel eviction would */
-void fx_fire_timer(fx_t *fx, opal_btl_usnic_send_seg_t *seg);
-void fx_fire_all_timers(fx_t *fx);
+/* Clock: move the owner's clock to |now| and hand it to the engine */
+void fx_set_time(fx_t *fx, uint64_t now);
+/* One progress pass as the module makes it: the engine gets the owner's
+ * clock, then progresses (which expires due timers itself).  Returns the
+ * number of segments posted. */
+int fx_progress(fx_t *fx);
+/* Move the clock to the engine's next deadline (if it is later than now)
+ * and run the engine's expiry there, without reposting anything (the
+ * resend list can be inspected before the next progress pass).  Returns
+ * false if no deadline was set. */
+bool fx_expire_next(fx_t *fx);
 
-/* Receive: hand a datagram to the engine */
+/* Timer notifications */
+bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg);
+/* The notifications agree with the engine: no inconsistent call so far, and
+ * for every endpoint of |fx| a segment is checked in iff it is IN_TIMER */
+bool fx_timers_consistent(fx_t *fx);
+/* The engine's own view: the earliest deadline it must act on (oldest
+ * un-ACKed segment of each endpoint in flight whose timer runs, and the
+ * peer timeout if configured); UINT64_MAX if none */
+uint64_t fx_true_next_deadline(fx_t *fx);
+
+/* Receive: hand a datagram to the engine (at the owner's clock) */
 void fx_recv(fx_t *fx, const void *buf, size_t len);
 
 /* Segment builders (what a peer with id |sender| would send) */

@@ -4,9 +4,11 @@
  * The reliability core (btl_usnic_ack.c): ACK processing on the sender
  * (cumulative release, duplicate ACK -> one fast retransmit per value,
  * stale and impossible ACKs, ACK before the send completion, ACK while
- * queued for retransmission, timer expiry, resend pacing) and ACK
- * scheduling on the receiver (piggy-back, delayed explicit ACK, urgent
- * ACKs).
+ * queued for retransmission, timer expiry through the engine's own clock,
+ * resend pacing) and ACK scheduling on the receiver (piggy-back, delayed
+ * explicit ACK, urgent ACKs).  The retransmission rules themselves (RTO,
+ * back-off, oldest only, partial ACKs, overdue duplicates, peer timeout)
+ * are in test_timer.c.
  */
 #include "fixture.h"
 #include "unit.h"
@@ -116,7 +118,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[5];
+    opal_btl_usnic_send_seg_t *segs[8];
     send_tiny(&fx, ep, 5, segs);
     fx_complete_all(&fx);
 
@@ -126,6 +128,8 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
     CHECK(FLAG(segs[0], ON_RESEND));
     CHECK(!fx_is_armed(&fx, segs[0])); /* its timer stopped while it waits */
+    CHECK(ep->timer.in_recovery);
+    CHECK_EQ_U(ep->timer.recover, ISN + 4); /* everything sent so far */
     CHECK_EQ(resend_len(&fx), 1);
     for (int i = 0; i < 3; ++i) {
         opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
@@ -135,7 +139,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ(resend_len(&fx), 1);
 
     size_t before = fx.nposts;
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx_progress(&fx), 1);
     REQUIRE_EQ(fx.nposts, before + 1);
     fx_post_t *p = fx_last_post(&fx);
     CHECK_PTR_EQ(p->seg, segs[0]);
@@ -147,25 +151,38 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK(!FLAG(segs[0], ON_RESEND));
     CHECK_EQ_U(fx.eng.stats.num_resends, 1);
     fx_complete_all(&fx);
-
-    /* a new value: one more fast retransmit allowed, for the next hole */
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    /* more duplicates right after the retransmission: it is not overdue */
+    for (int i = 0; i < 3; ++i) {
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    }
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ(resend_len(&fx), 0);
+
+    /* everything ACKed: recovery is over */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK(!ep->timer.in_recovery);
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+
+    /* a new value outside recovery: again one fast retransmit for it */
+    send_tiny(&fx, ep, 3, segs + 5);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
-    CHECK(FLAG(segs[1], ON_RESEND));
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(FLAG(segs[5], ON_RESEND));
+    CHECK_EQ_U(ep->timer.recover, ISN + 7);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK_EQ(resend_len(&fx), 1);
 
     /* with nothing in flight an equal ACK is not a duplicate */
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
     CHECK_EQ(resend_len(&fx), 0); /* the queued one was ACKed: off the list */
     uint64_t dups = fx.eng.stats.num_dup_acks;
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, dups);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK(fx_timers_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -297,27 +314,42 @@ static void test_ack_pml_owned_frag_waits_for_free(void)
 /* An ACK for a segment waiting on the resend list takes it off the list */
 static void test_ack_while_queued_for_retransmit(void)
 {
-    fx_t fx;
-    fx_init(&fx, NULL);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[3];
-    send_tiny(&fx, ep, 3, segs);
-    fx_complete_all(&fx);
-    fx_fire_timer(&fx, segs[0]);
-    fx_fire_timer(&fx, segs[1]);
-    CHECK_EQ(resend_len(&fx), 2);
-    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 2);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
-    CHECK_EQ(resend_len(&fx), 1);
-    CHECK(!FLAG(segs[0], ON_RESEND));
-    size_t before = fx.nposts;
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1); /* only seg 1 */
-    CHECK_EQ(fx.nposts, before + 1);
-    CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
+    for (int partial = 0; partial < 2; ++partial) {
+        fx_t fx;
+        fx_init(&fx, NULL);
+        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+        opal_btl_usnic_send_seg_t *segs[3];
+        send_tiny(&fx, ep, 3, segs);
+        fx_complete_all(&fx);
+        CHECK(fx_expire_next(&fx)); /* the oldest times out */
+        CHECK(FLAG(segs[0], ON_RESEND));
+        CHECK_EQ(resend_len(&fx), 1);
+        CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+        size_t before = fx.nposts;
+        if (partial) {
+            /* ACK of the queued one only: off the list, and (partial ACK
+             * in recovery) the next hole goes out at once instead */
+            opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+            CHECK(!FLAG(segs[0], ON_RESEND));
+            CHECK(FLAG(segs[1], ON_RESEND));
+            CHECK_EQ(resend_len(&fx), 1);
+            CHECK_EQ(fx_progress(&fx), 1);
+            CHECK_EQ(fx.nposts, before + 1);
+            CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
+        } else {
+            opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+            CHECK(!FLAG(segs[0], ON_RESEND));
+            CHECK_EQ(resend_len(&fx), 0);
+            CHECK(!ep->timer.in_recovery);
+            CHECK_EQ(fx_progress(&fx), 0);
+            CHECK_EQ(fx.nposts, before);
+        }
+        fx_complete_all(&fx);
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+        CHECK(fx_timers_consistent(&fx));
+        CHECK(fx_all_recycled(&fx));
+        fx_fini(&fx);
+    }
 }
 
 /* Queued for retransmit while the provider still holds the buffer: it is
@@ -330,85 +362,135 @@ static void test_ack_while_queued_and_posted(void)
     size_t full = small_avail(&fx);
     opal_btl_usnic_send_seg_t *segs[3];
     send_tiny(&fx, ep, 3, segs);
-    /* no completions yet; duplicate ACK and a timer */
+    /* no completions yet; a duplicate ACK */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
-    fx_fire_timer(&fx, segs[1]);
     CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
-    CHECK_EQ(resend_len(&fx), 2);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0); /* both still posted */
+    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_progress(&fx), 0); /* still posted */
     CHECK_EQ(fx.nposts, 3);
+    /* its timer does not run while it waits: no expiry queues anything else */
+    fx_set_time(&fx, 10 * FX_RTO_INITIAL);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    CHECK_EQ(resend_len(&fx), 1);
     fx_complete(&fx, segs[1]);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1); /* seg 1 now */
-    CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
-    /* ACK everything while seg 0 is still queued and posted, and seg 1 reposted */
+    CHECK_EQ(fx_progress(&fx), 0);
+    fx_complete(&fx, segs[0]);
+    CHECK_EQ(fx_progress(&fx), 1); /* seg 0 now */
+    CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[0]);
+    CHECK(FLAG(segs[0], POSTED));
+    /* once overdue, a later duplicate queues it again while it is still posted */
+    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
+    CHECK_EQ(fx_progress(&fx), 0);
+    /* ACK everything while seg 0 is queued and posted */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
     CHECK_EQ(resend_len(&fx), 0);
     CHECK(!FLAG(segs[0], ON_RESEND));
-    CHECK_EQ(small_avail(&fx), full - 3); /* all three still held by the provider */
+    CHECK_EQ(small_avail(&fx), full - 2); /* seg 0 and seg 2 still held by the provider */
     fx_complete_all(&fx);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK(fx_timers_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
 
+/* The engine's own timers: a timeout queues the oldest segment, progress
+ * reposts it with the same bytes on the data channel and a doubled timeout */
 static void test_timer_expiry_then_resend(void)
 {
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[3];
-    fx.now = 50;
+    fx_set_time(&fx, 50);
     send_tiny(&fx, ep, 3, segs);
-    CHECK_EQ_U(segs[1]->deadline, 50 + fx.rto);
+    for (int i = 0; i < 3; ++i) {
+        CHECK_EQ_U(segs[i]->sent_time, 50);
+        CHECK_EQ_U(segs[i]->deadline, 50 + FX_RTO_INITIAL);
+        CHECK(fx_is_armed(&fx, segs[i]));
+    }
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 50 + FX_RTO_INITIAL);
     fx_complete_all(&fx);
-    fx.now = 50 + fx.rto;
-    fx_fire_timer(&fx, segs[1]);
-    CHECK(FLAG(segs[1], ON_RESEND));
-    CHECK(!FLAG(segs[1], IN_TIMER));
+    /* one microsecond early: nothing */
+    fx_set_time(&fx, 50 + FX_RTO_INITIAL - 1);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    /* at the deadline: the oldest only */
+    fx_set_time(&fx, 50 + FX_RTO_INITIAL);
+    opal_btl_usnic_engine_expire(&fx.eng);
+    CHECK(FLAG(segs[0], ON_RESEND));
+    CHECK(!FLAG(segs[0], IN_TIMER));
+    CHECK(!fx_is_armed(&fx, segs[0]));
+    CHECK(!FLAG(segs[1], ON_RESEND) && FLAG(segs[1], IN_TIMER));
+    CHECK(!FLAG(segs[2], ON_RESEND) && FLAG(segs[2], IN_TIMER));
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
-    /* a second expiry report (hotel race) does not queue it twice */
-    opal_btl_usnic_retrans_expired(&fx.eng, segs[1]);
+    CHECK_EQ(ep->timer.backoff, 1);
+    CHECK(ep->timer.in_recovery);
+    /* a second expiry report does not queue it twice */
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     CHECK_EQ(resend_len(&fx), 1);
     CHECK_EQ(fx.nposts, 3);
 
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx_progress(&fx), 1);
     REQUIRE_EQ(fx.nposts, 4);
     fx_post_t *p = fx_last_post(&fx);
-    CHECK_PTR_EQ(p->seg, segs[1]);
-    CHECK_EQ_U(fx_post_seq(p), ISN + 1);
+    CHECK_PTR_EQ(p->seg, segs[0]);
+    CHECK_EQ_U(fx_post_seq(p), ISN);
     CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
-    CHECK_MEM(p->bytes, fx.posts[1].bytes, p->len);
-    CHECK(fx_is_armed(&fx, segs[1]));
-    CHECK_EQ_U(segs[1]->deadline, 50 + 2 * fx.rto);
-    CHECK_EQ(segs[1]->retries, 1);
+    CHECK_MEM(p->bytes, fx.posts[0].bytes, p->len);
+    CHECK(fx_is_armed(&fx, segs[0]));
+    CHECK_EQ_U(segs[0]->sent_time, 50 + FX_RTO_INITIAL);
+    CHECK_EQ_U(segs[0]->deadline, 50 + FX_RTO_INITIAL + 2 * FX_RTO_INITIAL); /* backed off */
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[0]->deadline);
+    CHECK_EQ(segs[0]->retries, 1);
     /* credits: the retransmission took a data-channel credit, returned at completion */
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1023);
+    CHECK(fx_timers_consistent(&fx));
 
     /* an expiry racing with the ACK (reported after it) is ignored */
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
-    CHECK(!fx_is_armed(&fx, segs[1]));
-    opal_btl_usnic_retrans_expired(&fx.eng, segs[1]);
-    CHECK_EQ(resend_len(&fx), 0);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(!fx_is_armed(&fx, segs[0]));
+    CHECK_EQ(ep->timer.backoff, 0);
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    /* (the ACK was partial: seg 1 is the next hole and queued at once) */
+    CHECK(FLAG(segs[1], ON_RESEND));
+    CHECK_EQ(resend_len(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
-    /* expire seg 2 twice more: each retransmission counts */
-    for (int round = 0; round < 2; ++round) {
-        fx_fire_timer(&fx, segs[2]);
-        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    /* the ACK of seg 1 is partial too: seg 2 goes out at once */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(FLAG(segs[2], ON_RESEND));
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    /* then seg 2 is lost again and again: timeouts 1x, 2x, 4x the RTO apart */
+    uint64_t last = fx.now;
+    for (int round = 0; round < 3; ++round) {
+        CHECK(fx_expire_next(&fx));
+        CHECK_EQ_U(fx.now - last, (uint64_t) FX_RTO_INITIAL << round);
+        last = fx.now;
+        CHECK(FLAG(segs[2], ON_RESEND));
+        CHECK_EQ(fx_progress(&fx), 1);
         fx_complete_all(&fx);
     }
-    CHECK_EQ(segs[2]->retries, 2);
-    CHECK_EQ_U(fx.eng.stats.num_resends, 3);
+    CHECK_EQ(segs[2]->retries, 4);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 4);
+    CHECK_EQ_U(fx.eng.stats.num_resends, 6);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_timers_consistent(&fx));
+    CHECK_EQ(fx.narmed, 0);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
 
-/* Expired timers of a chunk segment: the copy in the chunk is resent even
+/* The timeout of a chunk segment: the copy in the chunk is resent even
  * though the large fragment itself was recycled long ago */
 static void test_timer_expiry_chunk_resend(void)
 {
@@ -418,14 +500,16 @@ static void test_timer_expiry_chunk_resend(void)
     opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 4000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     fx_fill((uint8_t *) big->pack_buf, 4000, 3);
     CHECK_EQ(fx_send(&fx, ep, big, 4), 0);
-    opal_btl_usnic_engine_progress(&fx.eng);
+    fx_progress(&fx);
     CHECK_EQ(fx.nposts, 3);
     CHECK_EQ(fx_free_list_available(&fx.eng.large_frags), fx_free_list_allocated(&fx.eng.large_frags));
     fx_complete_all(&fx);
-    opal_btl_usnic_send_seg_t *mid = fx.posts[1].seg;
-    fx_fire_timer(&fx, mid);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
-    CHECK_EQ(fx.nposts, 4);
+    /* the first chunk got through: the middle one is now the oldest */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ(fx_progress(&fx), 1);
+    REQUIRE_EQ(fx.nposts, 4);
+    CHECK_PTR_EQ(fx.posts[3].seg, fx.posts[1].seg);
     CHECK_MEM(fx.posts[3].bytes, fx.posts[1].bytes, fx.posts[1].len);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
@@ -433,6 +517,8 @@ static void test_timer_expiry_chunk_resend(void)
     fx_fini(&fx);
 }
 
+/* Timeouts on many endpoints at once: at most max_resends_per_iteration
+ * reposts per pass, each segment exactly once */
 static void test_max_resends_per_iteration(void)
 {
     opal_btl_usnic_engine_params_t p;
@@ -440,21 +526,25 @@ static void test_max_resends_per_iteration(void)
     p.max_resends_per_iteration = 3;
     fx_t fx;
     fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 10, NULL);
+    opal_btl_usnic_endpoint_t *eps[10];
+    for (uint32_t i = 0; i < 10; ++i) {
+        eps[i] = fx_ep_new(&fx, PEER + i, 16, ISN + 100 * i, PEER_ISN);
+        send_tiny(&fx, eps[i], 1, NULL);
+    }
     fx_complete_all(&fx);
-    fx_fire_all_timers(&fx);
+    CHECK(fx_expire_next(&fx)); /* all ten oldest segments share the deadline */
     CHECK_EQ(resend_len(&fx), 10);
     unsigned seen[10] = {0};
     static const int per_pass[] = {3, 3, 3, 1, 0};
     for (int pass = 0; pass < 5; ++pass) {
         size_t before = fx.nposts;
-        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), per_pass[pass]);
+        CHECK_EQ(fx_progress(&fx), per_pass[pass]);
         CHECK_EQ(fx.nposts - before, per_pass[pass]);
         for (size_t i = before; i < fx.nposts; ++i) {
-            uint32_t off = fx_post_seq(&fx.posts[i]) - ISN;
+            uint32_t off = (fx_post_seq(&fx.posts[i]) - ISN) / 100;
             if (CHECK_LT(off, 10)) {
                 ++seen[off];
+                CHECK_PTR_EQ(fx.posts[i].ep, eps[off]);
             }
         }
     }
@@ -462,7 +552,9 @@ static void test_max_resends_per_iteration(void)
         CHECK_EQ(seen[i], 1);
     }
     fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 9);
+    for (int i = 0; i < 10; ++i) {
+        opal_btl_usnic_handle_ack(&fx.eng, eps[i], ISN + 100 * i);
+    }
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -476,22 +568,26 @@ static void test_resend_credit_and_backpressure(void)
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 2;
     fx_t fx;
     fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 5, NULL); /* priority channel */
+    opal_btl_usnic_endpoint_t *eps[5];
+    for (uint32_t i = 0; i < 5; ++i) {
+        eps[i] = fx_ep_new(&fx, PEER + i, 16, ISN + i, PEER_ISN);
+        send_tiny(&fx, eps[i], 1, NULL); /* priority channel */
+    }
     fx_complete_all(&fx);
-    fx_fire_all_timers(&fx);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 2); /* two data credits */
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ(resend_len(&fx), 5);
+    CHECK_EQ(fx_progress(&fx), 2); /* two data credits */
+    CHECK_EQ(fx_progress(&fx), 0);
     CHECK_EQ(resend_len(&fx), 3);
     fx_complete_all(&fx);
     fx.fail_count = 1; /* EAGAIN on the next post */
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
+    CHECK_EQ(fx_progress(&fx), 0);
     CHECK_EQ(resend_len(&fx), 3);
     CHECK_EQ_U(fx.eng.stats.num_send_eagain, 1);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 2);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 2);
+    CHECK_EQ(fx_progress(&fx), 2);
     fx_complete_all(&fx);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
     CHECK_EQ(resend_len(&fx), 0);
     unsigned seen[5] = {0};
@@ -500,8 +596,8 @@ static void test_resend_credit_and_backpressure(void)
     }
     for (int i = 0; i < 5; ++i) {
         CHECK_EQ(seen[i], 1);
+        opal_btl_usnic_handle_ack(&fx.eng, eps[i], ISN + i);
     }
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -653,8 +749,8 @@ static void test_ack_piggyback_clears_debt(void)
     /* piggy-back on a retransmission */
     fx_complete_all(&fx);
     rx_frag(&fx, PEER_ISN + 3);
-    fx_fire_timer(&fx, fx.posts[0].seg);
-    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK(fx_expire_next(&fx)); /* the oldest (posts[0]) times out */
+    fx_progress(&fx);
     h = fx_post_hdr(fx_last_post(&fx));
     CHECK_PTR_EQ(fx_last_post(&fx)->seg, fx.posts[0].seg);
     CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);

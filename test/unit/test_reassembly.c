@@ -50,7 +50,7 @@ static void test_rx_frag_classify(void)
     CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 0xffffffffu, 1), RC(NEW));
     bool done = true;
     uint8_t data[100] = {1};
-    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 0, data, 100, 7, &done), OPAL_SUCCESS);
+    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 100, 0, data, 100, 7, &done), OPAL_SUCCESS);
     CHECK(!done);
     CHECK_EQ(slot.frag_id, 5);
     CHECK_EQ(slot.size, 3000);
@@ -90,8 +90,13 @@ static void test_rx_frag_add_all_orders(void)
                 int want = (0 == k) ? RC(NEW) : RC(CONTINUE);
                 CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 42, (uint32_t) size), want);
                 bool done = false;
-                CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 42, (uint32_t) size, (uint32_t) off, src + off,
-                                                    (uint32_t) len, 9, &done),
+                CHECK(opal_btl_usnic_chunk_is_aligned((uint32_t) size, (uint32_t) cs, (uint32_t) off,
+                                                      (uint32_t) len));
+                if (0 != k) {
+                    CHECK(!opal_btl_usnic_rx_frag_has(&slot, (uint32_t) off));
+                }
+                CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 42, (uint32_t) size, (uint32_t) cs, (uint32_t) off,
+                                                    src + off, (uint32_t) len, 9, &done),
                          OPAL_SUCCESS);
                 if (done) {
                     ++completions;

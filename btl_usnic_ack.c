@@ -37,7 +37,7 @@
  * loss the same segment is then dropped forever (the pair simulation's
  * lockstep test).  Later holes are found one round trip apart: while in
  * recovery, each ACK that advances but does not reach |recover| (NewReno's
- * partial ACK) retransmits the new oldest segment at once.
+ * partial ACK) retransmits the new oldest segment at once if it is overdue.
  *
  * RTO.  RFC 6298: srtt and rttvar from ACKs of segments sent only once
  * (Karn's rule), RTO = srtt + 4 rttvar clamped to [rto_min, rto_max];
@@ -49,12 +49,14 @@
  * channel.
  *
  * Duplicate ACKs.  An ACK equal to acked_seq while segments are in flight
- * means the receiver saw something beyond a hole: the first such duplicate
- * for a given ACK value fast-retransmits acked_seq + 1.  Later duplicates
- * of the same value retransmit it again only once it is overdue (sent
- * more than a round trip ago, see oldest_overdue), so a burst of
- * duplicates does not become a burst of resends, and a lost
- * retransmission does not wait for a timeout while the path works.
+ * means the receiver saw something beyond a hole: the second such
+ * duplicate for a given ACK value (the first may be reordering between the
+ * two channels) fast-retransmits acked_seq + 1.  Later duplicates of the
+ * same value retransmit it again only once it is overdue (sent more than
+ * a round trip ago, see oldest_overdue), so a burst of duplicates does not
+ * become a burst of resends, and a lost retransmission does not wait for a
+ * timeout while the path works.  Partial ACKs in recovery retransmit the
+ * next hole only when it is overdue too.
  *
  * Dead peers.  A peer that has not advanced its ACK for peer_timeout while
  * we have un-ACKed data to it is declared dead through wire->peer_failed:
@@ -175,6 +177,11 @@ static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     recovery_enter(ep);
 }
 
+/* Duplicate ACKs of one value before a fast retransmit.  One is not
+ * enough: tiny fragments on the priority channel legitimately overtake
+ * data segments, and the receiver then reports the "hole" once. */
+#define OPAL_BTL_USNIC_DUPACK_THRESHOLD 2
+
 /**
  * The path delivers (a duplicate ACK just arrived) but the oldest segment
  * has waited longer than a round trip since it was last sent: its last
@@ -239,7 +246,7 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     if (ep->timer.in_recovery) {
         if (opal_btl_usnic_seq_ge(ep->tx.acked_seq, ep->timer.recover)) {
             ep->timer.in_recovery = false;
-        } else if (0 == next->retries && !(next->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+        } else if (0 == next->retries && oldest_overdue(eng, ep)) {
             retransmit_now(eng, ep, next); /* partial ACK: the next hole */
             OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
             return;
@@ -266,7 +273,9 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     if (ack_seq == ep->tx.acked_seq) {
         if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_dup_acks);
-            if (1 == ++ep->tx.dup_acks || oldest_overdue(eng, ep)) {
+            ++ep->tx.dup_acks;
+            if (OPAL_BTL_USNIC_DUPACK_THRESHOLD == ep->tx.dup_acks ||
+                (ep->tx.dup_acks > OPAL_BTL_USNIC_DUPACK_THRESHOLD && oldest_overdue(eng, ep))) {
                 fast_retransmit(eng, ep);
             }
         }

@@ -8,8 +8,10 @@
 #
 # Suites: unit tests of the reliability engine (plain and under
 # AddressSanitizer), parameter and selection tests, MPI integration tests
-# over "--mca pml ob1 --mca btl usnic,self" (2-4 ranks, NetPIPE, valgrind).
-# All traffic stays on loopback.
+# over "--mca pml ob1 --mca btl usnic,self" (2-4 ranks, NetPIPE, valgrind),
+# hostile datagrams, a dead peer, and the MPI tests again under 1%, 5% and
+# 20% UDP loss in a private network namespace.  All traffic stays on
+# loopback (the host's or the namespace's).
 #
 set -uo pipefail
 
@@ -71,6 +73,9 @@ run_suite "unit tests under ASan" make -C "$ROOT" --no-print-directory check-asa
 run_suite "parameters and selection" bash "$ROOT/test/params/run-param-tests.sh"
 run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo" \
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
+run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
+run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
+run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 
 banner "summary"
 echo "suite logs: $LOGDIR"

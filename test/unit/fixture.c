@@ -306,6 +306,21 @@ bool fx_expire_next(fx_t *fx)
     return true;
 }
 
+bool fx_run_to_timeout(fx_t *fx)
+{
+    uint64_t timeouts = fx->eng.stats.num_timeout_retrans;
+    unsigned failed = fx->peer_failed_calls;
+    for (int i = 0; i < 64; ++i) {
+        if (!fx_expire_next(fx)) {
+            return false;
+        }
+        if (fx->eng.stats.num_timeout_retrans != timeouts || fx->peer_failed_calls != failed) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool fx_timers_consistent(fx_t *fx)
 {
     bool ok = (0 == fx->timer_errors);

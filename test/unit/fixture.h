@@ -57,6 +57,9 @@
 #define FX_RTO_INITIAL 1000
 #define FX_RTO_MIN 200
 #define FX_RTO_MAX 64000
+/* Duplicate ACKs of one value that trigger a fast retransmit: mirrors
+ * OPAL_BTL_USNIC_DUPACK_THRESHOLD, private to btl_usnic_ack.c */
+#define FX_DUPACK_THRESHOLD 2
 
 /* One call of wire->post that the wire accepted */
 typedef struct fx_post_t {
@@ -150,6 +153,11 @@ int fx_progress(fx_t *fx);
  * resend list can be inspected before the next progress pass).  Returns
  * false if no deadline was set. */
 bool fx_expire_next(fx_t *fx);
+/* Sleep from deadline to deadline (fx_expire_next) until a retransmit
+ * timer or the peer timeout actually fires: next_deadline may be early
+ * (a stale deadline only costs a scan), never late.  Returns false if no
+ * deadline is left or nothing fired within 64 wake-ups. */
+bool fx_run_to_timeout(fx_t *fx);
 
 /* Timer notifications */
 bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg);

@@ -113,6 +113,16 @@ static void test_ack_release_across_wrap(void)
     fx_fini(&fx);
 }
 
+/* |n| duplicate ACKs of |value| */
+static void dup_acks(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint32_t value, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        opal_btl_usnic_handle_ack(&fx->eng, ep, value);
+    }
+}
+
+/* FX_DUPACK_THRESHOLD duplicates of one value fast-retransmit the oldest
+ * segment once; further ones do nothing until it is overdue (test_timer) */
 static void test_ack_duplicate_one_fast_retransmit_per_value(void)
 {
     fx_t fx;
@@ -123,18 +133,20 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     fx_complete_all(&fx);
 
     /* "I have everything before ISN", again: the receiver saw something beyond a hole */
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
-    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);
+    dup_acks(&fx, ep, ISN - 1, FX_DUPACK_THRESHOLD - 1);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD - 1);
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0); /* below the threshold: maybe reordering */
+    CHECK(!ep->timer.in_recovery);
+    dup_acks(&fx, ep, ISN - 1, 1);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
     CHECK(FLAG(segs[0], ON_RESEND));
     CHECK(!fx_is_armed(&fx, segs[0])); /* its timer stopped while it waits */
     CHECK(ep->timer.in_recovery);
     CHECK_EQ_U(ep->timer.recover, ISN + 4); /* everything sent so far */
     CHECK_EQ(resend_len(&fx), 1);
-    for (int i = 0; i < 3; ++i) {
-        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
-    }
-    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 4);
+    dup_acks(&fx, ep, ISN - 1, 3);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD + 3);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1); /* a burst of duplicates is one retransmission */
     CHECK_EQ(resend_len(&fx), 1);
 
@@ -152,9 +164,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ_U(fx.eng.stats.num_resends, 1);
     fx_complete_all(&fx);
     /* more duplicates right after the retransmission: it is not overdue */
-    for (int i = 0; i < 3; ++i) {
-        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
-    }
+    dup_acks(&fx, ep, ISN - 1, 3);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
     CHECK_EQ(resend_len(&fx), 0);
 
@@ -166,11 +176,11 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     /* a new value outside recovery: again one fast retransmit for it */
     send_tiny(&fx, ep, 3, segs + 5);
     fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    dup_acks(&fx, ep, ISN + 4, FX_DUPACK_THRESHOLD);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK(FLAG(segs[5], ON_RESEND));
     CHECK_EQ_U(ep->timer.recover, ISN + 7);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    dup_acks(&fx, ep, ISN + 4, 2);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK_EQ(resend_len(&fx), 1);
 
@@ -178,7 +188,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
     CHECK_EQ(resend_len(&fx), 0); /* the queued one was ACKed: off the list */
     uint64_t dups = fx.eng.stats.num_dup_acks;
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
+    dup_acks(&fx, ep, ISN + 7, FX_DUPACK_THRESHOLD + 1);
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, dups);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK_EQ(fx_progress(&fx), 0);
@@ -321,7 +331,7 @@ static void test_ack_while_queued_for_retransmit(void)
         opal_btl_usnic_send_seg_t *segs[3];
         send_tiny(&fx, ep, 3, segs);
         fx_complete_all(&fx);
-        CHECK(fx_expire_next(&fx)); /* the oldest times out */
+        CHECK(fx_run_to_timeout(&fx)); /* the oldest times out */
         CHECK(FLAG(segs[0], ON_RESEND));
         CHECK_EQ(resend_len(&fx), 1);
         CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
@@ -362,8 +372,8 @@ static void test_ack_while_queued_and_posted(void)
     size_t full = small_avail(&fx);
     opal_btl_usnic_send_seg_t *segs[3];
     send_tiny(&fx, ep, 3, segs);
-    /* no completions yet; a duplicate ACK */
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
+    /* no completions yet; duplicate ACKs */
+    dup_acks(&fx, ep, ISN - 1, FX_DUPACK_THRESHOLD);
     CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
     CHECK_EQ(resend_len(&fx), 1);
     CHECK_EQ(fx_progress(&fx), 0); /* still posted */
@@ -473,7 +483,7 @@ static void test_timer_expiry_then_resend(void)
     /* then seg 2 is lost again and again: timeouts 1x, 2x, 4x the RTO apart */
     uint64_t last = fx.now;
     for (int round = 0; round < 3; ++round) {
-        CHECK(fx_expire_next(&fx));
+        CHECK(fx_run_to_timeout(&fx));
         CHECK_EQ_U(fx.now - last, (uint64_t) FX_RTO_INITIAL << round);
         last = fx.now;
         CHECK(FLAG(segs[2], ON_RESEND));
@@ -506,7 +516,7 @@ static void test_timer_expiry_chunk_resend(void)
     fx_complete_all(&fx);
     /* the first chunk got through: the middle one is now the oldest */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
-    CHECK(fx_expire_next(&fx));
+    CHECK(fx_run_to_timeout(&fx));
     CHECK_EQ(fx_progress(&fx), 1);
     REQUIRE_EQ(fx.nposts, 4);
     CHECK_PTR_EQ(fx.posts[3].seg, fx.posts[1].seg);
@@ -532,7 +542,7 @@ static void test_max_resends_per_iteration(void)
         send_tiny(&fx, eps[i], 1, NULL);
     }
     fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx)); /* all ten oldest segments share the deadline */
+    CHECK(fx_run_to_timeout(&fx)); /* all ten oldest segments share the deadline */
     CHECK_EQ(resend_len(&fx), 10);
     unsigned seen[10] = {0};
     static const int per_pass[] = {3, 3, 3, 1, 0};
@@ -574,7 +584,7 @@ static void test_resend_credit_and_backpressure(void)
         send_tiny(&fx, eps[i], 1, NULL); /* priority channel */
     }
     fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx));
+    CHECK(fx_run_to_timeout(&fx));
     CHECK_EQ(resend_len(&fx), 5);
     CHECK_EQ(fx_progress(&fx), 2); /* two data credits */
     CHECK_EQ(fx_progress(&fx), 0);
@@ -749,7 +759,7 @@ static void test_ack_piggyback_clears_debt(void)
     /* piggy-back on a retransmission */
     fx_complete_all(&fx);
     rx_frag(&fx, PEER_ISN + 3);
-    CHECK(fx_expire_next(&fx)); /* the oldest (posts[0]) times out */
+    CHECK(fx_run_to_timeout(&fx)); /* the oldest (posts[0]) times out */
     fx_progress(&fx);
     h = fx_post_hdr(fx_last_post(&fx));
     CHECK_PTR_EQ(fx_last_post(&fx)->seg, fx.posts[0].seg);

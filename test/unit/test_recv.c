@@ -290,60 +290,105 @@ static void test_fast_receive_path(void)
 }
 
 /*
- * ENGINE BUG (kept failing on purpose): windows that are not a power of
- * two break at the 32-bit wrap.  The receive bitmap is indexed with
- * "seq % window" (btl_usnic_recv.c: opal_btl_usnic_seq_classify() and
- * seq_accept()); 2^32 is not a multiple of such a window, so two sequence
- * numbers inside one window share a slot.  With window 6 and ISN 2^32-2,
- * seq 2 (ISN + 4) and seq 2^32-2 (the ISN) both use slot 2.  Receiving seq 2
- * out of order sets slot 2, and seq_accept() then takes that bit for the
- * ISN: next_expected slides over the ISN, which was never received (it is
- * now "OLD" and will never be delivered: data loss), and the bit of seq 2 is
- * consumed, so a retransmission of seq 2 is delivered a second time
- * (duplicate to the PML).  The module's default window is
- * rmem_default / 2304 / 2 = 46 on this host (not a power of two), and
- * endpoint_init_rel() accepts any window.
+ * Windows are powers of two (opal_btl_usnic_endpoint_init_rel rounds the
+ * requested size down), so the slots "seq % window" of tx.sent and rx.rcvd
+ * stay distinct across the 32-bit wrap.  Requested windows that are not
+ * powers of two used to alias there: with window 6 and ISN 2^32 - 2, seq 2
+ * and the ISN shared slot 2; with 46 (this host's default before rounding)
+ * and ISN 2^32 - 12, seq 0 and the ISN shared slot 0; the ISN was then
+ * skipped (never delivered) and seq 2 / 0 delivered twice.  The same
+ * arrivals now deliver every sequence number exactly once.
  */
-static void test_bug_rx_window_not_power_of_two_at_wrap(void)
+static void test_rx_rounded_window_delivery_across_wrap(void)
 {
     static const struct {
-        uint32_t window, isn, first; /* |first| arrives before the ISN, sharing its slot */
+        uint32_t requested, effective, isn, first; /* |first| arrives before the ISN */
     } cases[] = {
-        {6, 0xfffffffeu, 2},      /* 2^32 mod 6 = 4 */
-        {46, 0xfffffff4u, 0},     /* the host default window: 2^32 mod 46 = 12 */
+        {6, 4, 0xfffffffeu, 1},
+        {6, 4, 0xfffffffeu, 2},   /* beyond the rounded window: dropped, delivered later */
+        {46, 32, 0xfffffff4u, 0},
+        {46, 32, 0xfffffff4u, 19}, /* the right edge of [ISN, ISN + 32) */
+        {100, 64, 0xffffffe0u, 0x1f},
     };
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
         fx_t fx;
         fx_init(&fx, NULL);
-        const uint32_t n = cases[i].isn, w = cases[i].window;
-        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, w, 0, n);
+        const uint32_t n = cases[i].isn;
+        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, cases[i].requested, 0, n);
+        CHECK_EQ(ep->window, cases[i].effective);
         rx(&fx, cases[i].first);
         CHECK_EQ_U(ep->rx.next_expected, n); /* the ISN is still missing */
         CHECK_CLASS(ep, n, C(NEW_IN_ORDER));
-        /* the sender retransmits everything up to |first| (a sender does
-         * that until it gets a cumulative ACK) */
-        for (uint32_t s = n; s != cases[i].first + 1; ++s) {
-            rx(&fx, s);
+        /* the sender retransmits everything up to |first| (it does that
+         * until it gets a cumulative ACK), twice */
+        for (int round = 0; round < 2; ++round) {
+            for (uint32_t s = n; s != cases[i].first + 1; ++s) {
+                rx(&fx, s);
+            }
         }
-        unsigned count[64] = {0};
+        unsigned count[128] = {0};
         for (size_t d = 0; d < fx.ndels; ++d) {
             uint32_t got;
             memcpy(&got, fx.dels[d].data, sizeof(got));
-            if (got - n < 64) {
+            if (CHECK_LT(got - n, 128)) {
                 ++count[got - n];
             }
         }
         uint32_t span = cases[i].first - n + 1;
         for (uint32_t k = 0; k < span; ++k) {
             if (!CHECK_EQ(count[k], 1)) {
-                fprintf(stderr, "  window %u: seq 0x%x delivered %u times\n", w, n + k, count[k]);
+                fprintf(stderr, "  window %u (%u): seq 0x%x delivered %u times\n", cases[i].requested,
+                        cases[i].effective, n + k, count[k]);
             }
         }
+        CHECK_EQ(fx.ndels, span);
         CHECK_EQ_U(ep->rx.next_expected, cases[i].first + 1);
+        fx_fini(&fx);
+    }
+    /* and scrambled streams across the wrap with requested non-powers of two */
+    static const uint32_t windows[] = {6, 46, 100};
+    for (size_t wi = 0; wi < 3; ++wi) {
+        fx_t fx;
+        fx_init(&fx, NULL);
+        uint32_t n = 0xffffffffu - 100;
+        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, windows[wi], 0, n);
+        uint32_t w = ep->window;
+        uint64_t rng = 99 + w;
+        const uint32_t total = 400;
+        unsigned *count = (unsigned *) calloc(total, sizeof(unsigned));
+        for (unsigned step = 0; step < 60 * total && ep->rx.next_expected != n + total; ++step) {
+            uint32_t base = ep->rx.next_expected - n;
+            /* also beyond the effective window (up to the requested one) */
+            uint32_t off = base + fx_rand(&rng) % windows[wi];
+            if (0 == fx_rand(&rng) % 5 && base > 0) {
+                off = fx_rand(&rng) % base;
+            }
+            if (off < total) {
+                rx(&fx, n + off);
+            }
+        }
+        CHECK_EQ_U(ep->rx.next_expected, n + total);
+        unsigned bad = 0;
+        for (size_t d = 0; d < fx.ndels; ++d) {
+            uint32_t got;
+            memcpy(&got, fx.dels[d].data, sizeof(got));
+            if (got - n < total) {
+                ++count[got - n];
+            } else {
+                ++bad;
+            }
+        }
+        for (uint32_t k = 0; k < total; ++k) {
+            bad += (1 != count[k]);
+        }
+        if (!CHECK_EQ(bad, 0)) {
+            fprintf(stderr, "  requested window %u\n", windows[wi]);
+        }
+        free(count);
         fx_fini(&fx);
     }
 }
 
 UNIT_MAIN(UNIT_TEST(test_classify_edges), UNIT_TEST(test_classify_walk), UNIT_TEST(test_full_receive_window),
           UNIT_TEST(test_scrambled_stream_across_wrap), UNIT_TEST(test_fast_receive_path),
-          UNIT_TEST(test_bug_rx_window_not_power_of_two_at_wrap))
+          UNIT_TEST(test_rx_rounded_window_delivery_across_wrap))

@@ -158,7 +158,7 @@ static void test_send_small_copies_user_buffer_at_enqueue(void)
     CHECK_MEM(fx.posts[0].bytes + FX_HDR, want, sizeof(want));
     /* and a retransmission has the same bytes */
     fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx));
+    CHECK(fx_run_to_timeout(&fx));
     fx_progress(&fx);
     REQUIRE_EQ(fx.nposts, 2);
     CHECK_MEM(fx.posts[1].bytes + FX_HDR, want, sizeof(want));

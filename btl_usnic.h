@@ -90,6 +90,24 @@ typedef struct opal_btl_usnic_module_t {
     bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
     opal_btl_usnic_endpoint_t *fast_deferred_ep;
     opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
+
+    /* Test-only fault injection (btl_usnic_inject_faults): every dup_every-th
+     * datagram is sent twice, every reorder_every-th is held back and sent
+     * after the next one.  Off (0) in production: one predictable branch. */
+    struct {
+        bool on;
+        uint32_t dup_every;
+        uint32_t reorder_every;
+        uint64_t count;
+        opal_btl_usnic_send_seg_t *held;  /* posted later, after the next datagram */
+        opal_btl_usnic_endpoint_t *held_ep;
+        int held_channel;
+        uint64_t dup_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS]; /* context of duplicate copies */
+        uint8_t *dup_buf;
+        uint64_t dups;
+        uint64_t data_dups;               /* duplicates of data-bearing segments */
+        uint64_t reorders;
+    } inject;
 } opal_btl_usnic_module_t;
 
 typedef struct opal_btl_usnic_component_t {
@@ -115,6 +133,9 @@ typedef struct opal_btl_usnic_component_t {
     int stats;                  /* seconds between statistics lines, 0 = off */
     int verbose;
     int link_speed_default;     /* Mbps when the interface does not say */
+    char *inject_faults;        /* testing only: "dup=N,reorder=M" */
+    uint32_t inject_dup_every;
+    uint32_t inject_reorder_every;
     int bandwidth;              /* Mbps for the BML; 0 = link speed */
     int latency;                /* relative latency for the BML */
 

@@ -100,6 +100,37 @@ static bool is_set(const char *s)
     return NULL != s && '\0' != s[0];
 }
 
+/* "dup=N,reorder=M" (either part optional) */
+static int parse_inject_faults(const char *spec, uint32_t *dup_p, uint32_t *reorder_p)
+{
+    *dup_p = *reorder_p = 0;
+    if (!is_set(spec)) {
+        return OPAL_SUCCESS;
+    }
+    char *copy = strdup(spec);
+    char *save = NULL;
+    int rc = OPAL_SUCCESS;
+    for (char *tok = strtok_r(copy, ",", &save); NULL != tok && OPAL_SUCCESS == rc; tok = strtok_r(NULL, ",", &save)) {
+        char *end = NULL;
+        unsigned long v;
+        if (0 == strncmp(tok, "dup=", 4)) {
+            v = strtoul(tok + 4, &end, 10);
+            *dup_p = (uint32_t) v;
+        } else if (0 == strncmp(tok, "reorder=", 8)) {
+            v = strtoul(tok + 8, &end, 10);
+            *reorder_p = (uint32_t) v;
+        } else {
+            rc = OPAL_ERR_BAD_PARAM;
+            break;
+        }
+        if (NULL == end || '\0' != *end || v > 1000000) {
+            rc = OPAL_ERR_BAD_PARAM;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
 int opal_btl_usnic_component_register_params(void)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
@@ -171,6 +202,15 @@ int opal_btl_usnic_component_register_params(void)
     if (is_set(c->if_include) && is_set(c->if_exclude)) {
         note_bad_param("if_include / btl_usnic_if_exclude", "both set",
                        "one of them: they are mutually exclusive");
+        ok = false;
+    }
+    reg_string("inject_faults",
+               "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M\": every N-th datagram "
+               "is sent twice and every M-th is held back and sent after the next one (0 or absent = never).  "
+               "Leave unset in production",
+               NULL, OPAL_INFO_LVL_9, &c->inject_faults);
+    if (OPAL_SUCCESS != parse_inject_faults(c->inject_faults, &c->inject_dup_every, &c->inject_reorder_every)) {
+        note_bad_param("inject_faults", c->inject_faults, "dup=N,reorder=M with N, M from 0 to 1000000");
         ok = false;
     }
     if (c->rto_min > c->rto_max || c->retrans_timeout > c->rto_max) {

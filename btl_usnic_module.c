@@ -62,10 +62,84 @@ static bool is_transient_send_error(ssize_t rc)
     }
 }
 
+static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                            opal_btl_usnic_send_seg_t *seg, int channel);
+
+/* ----- test-only fault injection (btl_usnic_inject_faults) ----- */
+
+static bool is_inject_ctx(const opal_btl_usnic_module_t *module, const void *ctx)
+{
+    return module->inject.on && ctx == (const void *) module->inject.dup_ctx;
+}
+
+/* Send a copy of |seg| whose completion is ignored: the peer sees it twice. */
+static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    size_t len = module->prefix + seg->wire_len;
+    memcpy(module->inject.dup_buf, seg->buf, len);
+    if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
+                     module->inject.dup_ctx)) {
+        ++module->inject.dups;
+        if (OPAL_BTL_USNIC_SEG_ACK != seg->kind) {
+            ++module->inject.data_dups;
+        }
+    }
+}
+
+/* Post the datagram held back for reordering, if any. */
+static void inject_release_held(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_send_seg_t *seg = module->inject.held;
+    if (NULL != seg) {
+        module->inject.held = NULL;
+        while (-FI_EAGAIN == fi_send(module->chan[module->inject.held_channel].ep, seg->buf,
+                                     module->prefix + seg->wire_len, NULL,
+                                     module->inject.held_ep->peer_addr[module->inject.held_channel],
+                                     seg->wire_ctx)) {
+            struct fi_cq_msg_entry comp;
+            (void) fi_cq_read(module->chan[module->inject.held_channel].cq, &comp, 0);
+        }
+        ++module->inject.reorders;
+    }
+}
+
+/* Returns true if |seg| was held back (the caller reports success). */
+static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                          opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    uint64_t n = ++module->inject.count;
+    if (0 != module->inject.dup_every && 0 == n % module->inject.dup_every) {
+        inject_duplicate(module, ep, seg, channel);
+    }
+    if (0 != module->inject.reorder_every && 0 == n % module->inject.reorder_every && NULL == module->inject.held) {
+        module->inject.held = seg;
+        module->inject.held_ep = ep;
+        module->inject.held_channel = channel;
+        seg->channel = (uint8_t) channel;
+        return true;
+    }
+    return false;
+}
+
 static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
                      int channel)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    if (OPAL_UNLIKELY(module->inject.on)) {
+        if (inject_faults(module, ep, seg, channel)) {
+            return OPAL_SUCCESS;
+        }
+        int rc = post_to_provider(module, ep, seg, channel);
+        inject_release_held(module);
+        return rc;
+    }
+    return post_to_provider(module, ep, seg, channel);
+}
+
+static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                            opal_btl_usnic_send_seg_t *seg, int channel)
+{
     opal_btl_usnic_channel_t *chan = &module->chan[channel];
     ssize_t rc = fi_send(chan->ep, seg->buf, module->prefix + seg->wire_len, NULL, ep->peer_addr[channel],
                          seg->wire_ctx);
@@ -272,6 +346,9 @@ static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg
 
 static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp)
 {
+    if (OPAL_UNLIKELY(is_inject_ctx(module, comp->op_context))) {
+        return; /* an injected duplicate: nothing of ours to release */
+    }
     if (comp->flags & FI_RECV) {
         handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len);
     } else {
@@ -289,7 +366,7 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
     OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors);
     if (err.flags & FI_RECV) {
         (void) recv_post(module, recv_seg_of_ctx(err.op_context));
-    } else if (NULL != err.op_context) {
+    } else if (NULL != err.op_context && !is_inject_ctx(module, err.op_context)) {
         /* the datagram may not have left; retransmission covers it */
         opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(err.op_context));
     }
@@ -353,6 +430,9 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module)
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now)
 {
     opal_btl_usnic_engine_set_time(&module->eng, now);
+    if (OPAL_UNLIKELY(module->inject.on)) {
+        inject_release_held(module); /* never hold a datagram across passes */
+    }
     finish_deferred_fast_recv(module);
     int count = poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
     count += poll_channel(module, OPAL_BTL_USNIC_DATA_CHANNEL);
@@ -807,6 +887,15 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
     if (mca_btl_usnic_component.stats > 0) {
         opal_btl_usnic_module_print_stats(module, "final");
     }
+    if (module->inject.on) {
+        inject_release_held(module);
+        opal_output(0, "btl:usnic [rank %u %s] fault injection: %llu duplicated (%llu with data), %llu reordered "
+                    "datagrams",
+                    (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, (unsigned long long) module->inject.dups,
+                    (unsigned long long) module->inject.data_dups, (unsigned long long) module->inject.reorders);
+        free(module->inject.dup_buf);
+        module->inject.dup_buf = NULL;
+    }
     opal_list_item_t *item;
     while (NULL != (item = opal_list_get_first(&module->all_endpoints)) &&
            item != opal_list_get_end(&module->all_endpoints)) {
@@ -966,6 +1055,12 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     /* Largest fragment: the module template's values as the user set them */
     if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;
+    }
+    if (0 != mca_btl_usnic_component.inject_dup_every || 0 != mca_btl_usnic_component.inject_reorder_every) {
+        module->inject.dup_buf = (uint8_t *) malloc(module->prefix + module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu);
+        module->inject.on = (NULL != module->inject.dup_buf);
+        module->inject.dup_every = mca_btl_usnic_component.inject_dup_every;
+        module->inject.reorder_every = mca_btl_usnic_component.inject_reorder_every;
     }
     module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
                                       ? (uint32_t) mca_btl_usnic_component.bandwidth

@@ -75,6 +75,7 @@ run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca bt
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
 run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
 run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
+run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 
 banner "summary"

@@ -38,7 +38,7 @@ run() {
 info=$(ompi_info --param btl usnic --level 9 2>&1)
 expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_num prio_rd_num
           retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay priority_limit window stats
-          verbose link_speed exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth)
+          verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth)
 missing=()
 for p in "${expected[@]}"; do
     # the line after the parameter line is its help text: it must not be empty
@@ -93,6 +93,7 @@ check_bad_value "priority_limit=10" "btl_usnic_priority_limit" OMPI_MCA_btl_usni
 check_bad_value "eager_limit=100" "eager_limit" OMPI_MCA_btl_usnic_eager_limit=100
 check_bad_value "if_include and if_exclude together" "mutually exclusive" OMPI_MCA_btl_usnic_if_exclude=eth0
 check_bad_value "empty provider_include" "provider_include" OMPI_MCA_btl_usnic_provider_include=
+check_bad_value "inject_faults=dup=x" "btl_usnic_inject_faults" OMPI_MCA_btl_usnic_inject_faults=dup=x
 
 # --- 5. an invalid if_include entry is named, a valid one still works ---
 run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include "lo,10.0.0.0/99"

@@ -355,7 +355,7 @@ bool fx_timers_consistent(fx_t *fx)
     return ok;
 }
 
-uint64_t fx_true_next_deadline(fx_t *fx)
+uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout)
 {
     uint64_t t = UINT64_MAX;
     for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
@@ -367,7 +367,8 @@ uint64_t fx_true_next_deadline(fx_t *fx)
         if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) && oldest->deadline < t) {
             t = oldest->deadline;
         }
-        if (fx->eng.p.peer_timeout > 0 && ep->timer.last_ack_time + fx->eng.p.peer_timeout < t) {
+        if (with_peer_timeout && fx->eng.p.peer_timeout > 0 &&
+            ep->timer.last_ack_time + fx->eng.p.peer_timeout < t) {
             t = ep->timer.last_ack_time + fx->eng.p.peer_timeout;
         }
     }

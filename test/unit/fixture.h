@@ -165,9 +165,10 @@ bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg);
  * for every endpoint of |fx| a segment is checked in iff it is IN_TIMER */
 bool fx_timers_consistent(fx_t *fx);
 /* The engine's own view: the earliest deadline it must act on (oldest
- * un-ACKed segment of each endpoint in flight whose timer runs, and the
- * peer timeout if configured); UINT64_MAX if none */
-uint64_t fx_true_next_deadline(fx_t *fx);
+ * un-ACKed segment of each endpoint in flight whose timer runs and, if
+ * |with_peer_timeout| and one is configured, the peer timeout);
+ * UINT64_MAX if none */
+uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout);
 
 /* Receive: hand a datagram to the engine (at the owner's clock) */
 void fx_recv(fx_t *fx, const void *buf, size_t len);

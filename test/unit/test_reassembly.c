@@ -2,9 +2,10 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * Reassembly of chunked fragments: the pure slot functions
- * (opal_btl_usnic_rx_frag_*) and whole CHUNK segments through
- * opal_btl_usnic_recv_segment(), in every order, with holes, duplicates,
- * busy slots, mismatched sizes and out-of-range chunks.
+ * (opal_btl_usnic_rx_frag_*, opal_btl_usnic_chunk_is_aligned) and whole
+ * CHUNK segments through opal_btl_usnic_recv_segment(), in every order,
+ * with holes, duplicates, busy slots, mismatched sizes, out-of-range,
+ * misaligned and overlapping chunks.
  */
 #include "fixture.h"
 #include "unit.h"
@@ -357,21 +358,92 @@ static void test_reassembly_rejects_bad_chunks(void)
     fx_fini(&fx);
 }
 
+/* The pure alignment rule: every chunk but the last is exactly
+ * |chunk_size| bytes at a multiple of it, the last one is the rest */
+static void test_chunk_is_aligned_table(void)
+{
+    static const struct {
+        uint32_t size, chunk, offset, len;
+        bool want;
+    } cases[] = {
+        {3000, 1436, 0, 1436, true},
+        {3000, 1436, 1436, 1436, true},
+        {3000, 1436, 2872, 128, true},     /* the last, short one */
+        {2872, 1436, 1436, 1436, true},    /* the last, full one */
+        {1000, 1436, 0, 1000, true},       /* one chunk only */
+        {1, 1, 0, 1, true},
+        {3000, 1436, 100, 1336, false},    /* not at a multiple */
+        {3000, 1436, 1435, 1436, false},
+        {3000, 1436, 0, 1435, false},      /* short, but not the last */
+        {3000, 1436, 0, 1437, false},      /* too long */
+        {3000, 1436, 2872, 127, false},    /* the last one, short of the end */
+        {3000, 1436, 2872, 129, false},    /* beyond the end */
+        {3000, 1436, 4308, 1436, false},   /* starts beyond the end */
+        {3000, 1436, 3000, 0, false},      /* at the end */
+        {3000, 1436, 0, 0, false},         /* empty */
+        {3000, 0, 0, 3000, false},         /* no chunk size */
+        {3000, 1000, 1436, 1436, false},   /* cut for another MTU */
+        {0xffffffffu, 1436, 0xffffffffu - 0xffffffffu % 1436, 0xffffffffu % 1436, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        if (!CHECK_EQ(opal_btl_usnic_chunk_is_aligned(cases[i].size, cases[i].chunk, cases[i].offset, cases[i].len),
+                      cases[i].want)) {
+            fprintf(stderr, "  case %zu: size %u chunk %u offset %u len %u\n", i, cases[i].size, cases[i].chunk,
+                    cases[i].offset, cases[i].len);
+        }
+    }
+}
+
+/* Chunks not cut at the endpoint's max_chunk_payload are dropped as bad
+ * chunks and take no sequence number and no slot */
+static void test_reassembly_rejects_misaligned_chunks(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 0);
+    uint8_t data[FX_MTU];
+    fx_fill(data, sizeof(data), 4);
+    uint8_t buf[FX_MTU];
+    uint64_t bad = 0;
+    static const struct {
+        uint32_t size, offset, len;
+    } forged[] = {
+        {3000, 1000, 1000},  /* chunks of 1000 bytes (another MTU) */
+        {3000, 0, 1000},
+        {3000, 100, 1336},
+        {3000, 2872, 100},   /* short last chunk */
+        {3000, 1436, 1200},  /* short middle chunk */
+        {5000, 4308, 600},   /* last chunk too short: 5000 - 4308 = 692 */
+    };
+    for (size_t i = 0; i < sizeof(forged) / sizeof(forged[0]); ++i) {
+        fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, (uint32_t) i, 1, 7 + (uint32_t) i, forged[i].size,
+                                         forged[i].offset, data, forged[i].len));
+        if (!CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad)) {
+            fprintf(stderr, "  forged chunk %zu\n", i);
+        }
+        CHECK_EQ(opal_btl_usnic_seq_classify(ep, (uint32_t) i),
+                 0 == i ? OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER : OPAL_BTL_USNIC_SEQ_NEW_OOO);
+        CHECK_EQ(ep->rx.frags[(7 + i) % 16].frag_id, 0);
+    }
+    CHECK_EQ_U(fx.eng.stats.num_chunk_recvs, 0);
+    CHECK_EQ(fx.ndels, 0);
+    CHECK_EQ_U(ep->rx.next_expected, 0);
+    CHECK(!ep->rx.ack_owed);
+    fx_fini(&fx);
+}
+
 /*
- * ENGINE BUG (robustness, kept failing on purpose): reassembly counts
- * bytes, not byte ranges.  recv_chunk() (btl_usnic_recv.c) accepts a
- * CONTINUE chunk whenever len <= bytes_left, and opal_btl_usnic_rx_frag_add()
- * (btl_usnic_frag.c) just subtracts len, so a chunk that overlaps bytes
- * already received (same fragment id, another sequence number: a corrupt or
- * forged datagram that passes the cookie check) is accepted.  The fragment
- * then completes early and is handed to the PML with bytes that never
- * arrived (uninitialised heap memory), and the genuine chunk for the
- * missing range is rejected forever ("len > bytes_left"), so the sender
- * retransmits it without end.  engine.h promises recv_segment "never
- * trusts a header field it did not check"; an honest sender never sends
- * overlapping chunks, so this needs bad input to trigger.
+ * Overlapping chunks are rejected.  Reassembly used to count bytes, not
+ * ranges, so a chunk re-covering received bytes under a new sequence
+ * number (a corrupt or forged datagram that passes the cookie check)
+ * completed the fragment early with bytes that never arrived, and the
+ * genuine chunk was then refused forever.  Now the receiver accepts only
+ * chunks aligned to its max_chunk_payload and refuses one whose slot bit
+ * is already set (opal_btl_usnic_rx_frag_has): the overlap is dropped and
+ * counted, takes no sequence number, and the fragment completes only with
+ * the genuine bytes.
  */
-static void test_bug_overlapping_chunk_accepted(void)
+static void test_reassembly_overlapping_chunk_rejected(void)
 {
     fx_t fx;
     fx_init(&fx, NULL);
@@ -379,18 +451,37 @@ static void test_bug_overlapping_chunk_accepted(void)
     big_t b = {3000, 1, NULL}; /* chunks: [0,1436) seq 0, [1436,2872) seq 1, [2872,3000) seq 2 */
     b.data = (uint8_t *) malloc(b.size);
     fx_fill(b.data, b.size, 11);
+    uint8_t *evil = (uint8_t *) malloc(b.size);
+    fx_fill(evil, b.size, 66);
+    big_t e = {3000, 1, evil};
     uint8_t buf[FX_MTU];
     fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 0, 1));
-    /* seq 3: claims fragment 1 again at offset 0 */
-    fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 3, 1));
-    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 1);                         /* should be dropped */
-    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 3), OPAL_BTL_USNIC_SEQ_NEW_OOO); /* and not accepted */
-    fx_recv(&fx, buf, chunk_seg(buf, &b, 1, 1, 1));
+    CHECK(opal_btl_usnic_rx_frag_has(&ep->rx.frags[1], 0));
+    CHECK(!opal_btl_usnic_rx_frag_has(&ep->rx.frags[1], 1436));
+    /* seq 3: claims fragment 1 at offset 0 again, other bytes */
+    fx_recv(&fx, buf, chunk_seg(buf, &e, 0, 3, 1));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 1);
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 3), OPAL_BTL_USNIC_SEQ_NEW_OOO); /* not accepted */
+    /* seq 4: a misaligned chunk overlapping both the received and the missing range */
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 4, 1, 1, 3000, 718, evil, 1436));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 2);
+    CHECK_EQ(opal_btl_usnic_seq_classify(ep, 4), OPAL_BTL_USNIC_SEQ_NEW_OOO);
+    CHECK_EQ(ep->rx.frags[1].bytes_left, 3000 - 1436);
+    CHECK_EQ(fx.ndels, 0);
     fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 2, 1));
+    /* seq 5: the last piece again */
+    fx_recv(&fx, buf, chunk_seg(buf, &e, 2, 5, 1));
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 3);
+    CHECK_EQ(fx.ndels, 0);
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 1, 1, 1));
     if (CHECK_EQ(fx.ndels, 1)) {
-        CHECK_MEM(fx.dels[0].data, b.data, b.size); /* byte-identical, or nothing */
+        CHECK_MEM(fx.dels[0].data, b.data, b.size); /* only genuine bytes */
     }
     CHECK_EQ_U(ep->rx.next_expected, 3);
+    CHECK_EQ_U(fx.eng.stats.num_chunk_recvs, 3);
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 3);
+    CHECK_EQ(ep->rx.frags[1].frag_id, 0);
+    free(evil);
     free(b.data);
     fx_fini(&fx);
 }
@@ -398,4 +489,5 @@ static void test_bug_overlapping_chunk_accepted(void)
 UNIT_MAIN(UNIT_TEST(test_rx_frag_classify), UNIT_TEST(test_rx_frag_add_all_orders),
           UNIT_TEST(test_reassembly_segments_every_order), UNIT_TEST(test_reassembly_holes_and_duplicates),
           UNIT_TEST(test_reassembly_interleaved_fragments), UNIT_TEST(test_reassembly_busy_slot),
-          UNIT_TEST(test_reassembly_rejects_bad_chunks), UNIT_TEST(test_bug_overlapping_chunk_accepted))
+          UNIT_TEST(test_reassembly_rejects_bad_chunks), UNIT_TEST(test_chunk_is_aligned_table),
+          UNIT_TEST(test_reassembly_rejects_misaligned_chunks), UNIT_TEST(test_reassembly_overlapping_chunk_rejected))

@@ -597,9 +597,156 @@ static void test_send_hard_error_fails_peer(void)
     fx_fini(&fx);
 }
 
+/* ---------------- different MTUs ---------------- */
+
+/* Hand every not yet shuttled post of |from| to |to| as a received datagram */
+static void shuttle(fx_t *from, size_t *cursor, fx_t *to)
+{
+    for (; *cursor < from->nposts; ++*cursor) {
+        fx_recv(to, from->posts[*cursor].bytes, from->posts[*cursor].len);
+    }
+}
+
+/* Largest post of |fx| on |channel| since |from| */
+static uint32_t largest_post(const fx_t *fx, size_t from, int channel)
+{
+    uint32_t m = 0;
+    for (size_t i = from; i < fx->nposts; ++i) {
+        if (fx->posts[i].channel == channel && fx->posts[i].len > m) {
+            m = fx->posts[i].len;
+        }
+    }
+    return m;
+}
+
+/*
+ * Two engines with different MTUs (A: 9000 / tiny 1500, B: 1472 / tiny 768)
+ * interoperate once each endpoint is limited to the peer's MTUs, as the
+ * module does from the modex (opal_btl_usnic_endpoint_limit_mtu): A cuts
+ * its chunks, whole fragments and tiny fragments for B's buffers, B's
+ * receiver accepts them (its alignment check uses the same limit), and the
+ * other way round nothing changes.  Without the limit, B refuses A's
+ * chunks (cut at A's size) as bad chunks.
+ */
+static void test_send_interop_different_mtus(void)
+{
+    for (int limited = 1; limited >= 0; --limited) {
+        opal_btl_usnic_engine_params_t pa, pb;
+        fx_params_default(&pa);
+        fx_params_default(&pb);
+        pa.my_id = 0;
+        pa.mtu = 9000;
+        pa.tiny_mtu = 1500;
+        pb.my_id = 1;
+        fx_t a, b;
+        fx_init(&a, &pa);
+        fx_init(&b, &pb);
+        opal_btl_usnic_endpoint_t *ab = fx_ep_new(&a, 1, 64, ISN, 500); /* A's endpoint for B */
+        opal_btl_usnic_endpoint_t *ba = fx_ep_new(&b, 0, 64, 500, ISN); /* B's endpoint for A */
+        if (limited) {
+            opal_btl_usnic_endpoint_limit_mtu(ab, pb.mtu, pb.tiny_mtu);
+            opal_btl_usnic_endpoint_limit_mtu(ba, pa.mtu, pa.tiny_mtu);
+        }
+        if (limited) {
+            /* the module glue sizes descriptors by the endpoint's limits */
+            static uint8_t data[2000];
+            opal_btl_usnic_send_frag_t *f;
+            f = fx_alloc(&a, NULL, 1460, OWN); /* no endpoint: the engine's own limit (8964) */
+            CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_SMALL);
+            fx_free(&a, f);
+            f = fx_alloc(&a, ab, 1460, OWN);
+            CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_LARGE);
+            fx_free(&a, f);
+            f = fx_prepare_src(&a, ab, 8, data, 1440, OWN);
+            CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_SMALL);
+            fx_free(&a, f);
+            f = fx_prepare_src(&a, ab, 8, data, 1441, OWN);
+            CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_LARGE);
+            fx_free(&a, f);
+            CHECK_EQ(fx_sendi(&a, ab, data, 8, data, 1441, 1), OPAL_ERR_RESOURCE_BUSY);
+            CHECK_EQ(a.nposts, 0);
+        }
+        /* A -> B: every kind of fragment */
+        static const size_t sizes[] = {10, 700, 1000, 1400, 1448, 1449, 1460, 5000, 9000, 20000, 65536};
+        const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+        size_t cursor = 0, cb = 0;
+        for (size_t i = 0; i < n; ++i) {
+            opal_btl_usnic_send_frag_t *frag = alloc_filled(&a, ab, sizes[i], OWN, (uint32_t) i, NULL);
+            REQUIRE(NULL != frag);
+            (void) fx_send(&a, ab, frag, (uint8_t) i);
+            for (int k = 0; k < 12; ++k) { /* B's ACKs reopen A's window */
+                fx_progress(&a);
+                shuttle(&a, &cursor, &b);
+                fx_progress(&b);
+                shuttle(&b, &cb, &a);
+            }
+        }
+        if (limited) {
+            /* what A posted fits B's buffers */
+            CHECK_LE_U(largest_post(&a, 0, OPAL_BTL_USNIC_DATA_CHANNEL), pb.mtu);
+            CHECK_LE_U(largest_post(&a, 0, OPAL_BTL_USNIC_PRIORITY_CHANNEL), pb.tiny_mtu);
+            CHECK_EQ(ab->max_chunk_payload, ba->max_chunk_payload); /* both cut alike */
+            REQUIRE_EQ(b.ndels, n);
+            for (size_t i = 0; i < n; ++i) {
+                uint8_t *want = (uint8_t *) malloc(sizes[i]);
+                fx_fill(want, sizes[i], (uint32_t) i);
+                CHECK_EQ(b.dels[i].tag, i);
+                CHECK_EQ(b.dels[i].len, sizes[i]);
+                CHECK_MEM(b.dels[i].data, want, sizes[i]);
+                free(want);
+            }
+            CHECK_EQ_U(b.eng.stats.num_invalid_recvs, 0);
+            /* 1449 and 1460 bytes no longer fit one datagram toward B: chunked */
+            CHECK_EQ_U(a.eng.stats.num_frag_sends, 5);
+            /* B -> A: B's own sizes, accepted by A's limited endpoint */
+            size_t a_dels = a.ndels;
+            for (size_t i = 0; i < n; ++i) {
+                opal_btl_usnic_send_frag_t *frag = alloc_filled(&b, ba, sizes[i], OWN, 100 + (uint32_t) i, NULL);
+                (void) fx_send(&b, ba, frag, (uint8_t) i);
+                for (int k = 0; k < 12; ++k) {
+                    fx_progress(&b);
+                    shuttle(&b, &cb, &a);
+                    fx_progress(&a);
+                    shuttle(&a, &cursor, &b);
+                }
+            }
+            CHECK_EQ(a_dels, 0);
+            CHECK_EQ(a.ndels, n);
+            CHECK_EQ_U(a.eng.stats.num_invalid_recvs, 0);
+            /* ACKs both ways release everything */
+            for (int k = 0; k < 8; ++k) {
+                fx_progress(&a);
+                fx_progress(&b);
+                shuttle(&a, &cursor, &b);
+                shuttle(&b, &cb, &a);
+                fx_complete_all(&a);
+                fx_complete_all(&b);
+            }
+            CHECK(opal_btl_usnic_endpoint_drained(ab));
+            CHECK(opal_btl_usnic_endpoint_drained(ba));
+            CHECK(fx_all_recycled(&a));
+            CHECK(fx_all_recycled(&b));
+        } else {
+            /* A cut its chunks at 9000 - 36 bytes: B, which cuts at 1436,
+             * refuses every one of them (and a real B could not even
+             * receive them) */
+            CHECK_GT(largest_post(&a, 0, OPAL_BTL_USNIC_DATA_CHANNEL), pb.mtu);
+            CHECK_GT(b.eng.stats.num_drop_bad_chunk, 0);
+            CHECK_EQ_U(b.eng.stats.num_chunk_recvs, 0);
+            /* teardown: A's refused chunks are never ACKed */
+            opal_btl_usnic_endpoint_flush(ab, OPAL_ERR_UNREACH);
+        }
+        fx_complete_all(&a);
+        fx_complete_all(&b);
+        fx_fini(&a);
+        fx_fini(&b);
+    }
+}
+
 UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
           UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
           UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi), UNIT_TEST(test_send_large_chunking),
           UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
           UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
-          UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer))
+          UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),
+          UNIT_TEST(test_send_interop_different_mtus))

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+#
+# Duplication and reordering: the test-only injector of the usnic BTL
+# (btl_usnic_inject_faults) sends every 7th datagram twice and holds every
+# 5th back behind the next one, in every rank.  The MPI integration tests
+# must still verify every byte (the PML never sees a duplicate), and the
+# counters must show the duplicates were dropped.  Ends with
+# "N passed, N failed".
+#
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+SPEC=${INJECT:-dup=7,reorder=5}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passed=0
+failed=0
+ok() { echo "ok   $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; [[ -n "${2:-}" ]] && tail -25 "$2" | sed 's/^/     /'; failed=$((failed + 1)); }
+
+mkdir -p "$BUILD"
+mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/soak" "$HERE/soak.c" || { echo "0 passed, 1 failed"; exit 1; }
+
+log=$(mktemp)
+timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
+    --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600 \
+    --mca btl_usnic_inject_faults "$SPEC" "$BUILD/soak" 3 >"$log" 2>&1
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "PASS soak" "$log"; then ok "soak with $SPEC: data verified"; else bad "soak with $SPEC (rc=$rc)" "$log"; fi
+dups=$(sed -nE 's/.*fault injection: ([0-9]+) duplicated.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+data_dups=$(sed -nE 's/.*duplicated \(([0-9]+) with data\).*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+reorders=$(sed -nE 's/.*with data\), ([0-9]+) reordered.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+dropped=$(grep "final stats" "$log" | grep -v " peer " | grep -oE "(dup_recvs|oow_low_recvs)=[0-9]+" |
+          cut -d= -f2 | awk '{s += $1} END {print s + 0}')
+if [[ $dups -gt 0 && $reorders -gt 0 ]]; then ok "injected $dups duplicates and $reorders reorderings"; else bad "injector idle (dups=$dups reorders=$reorders)" "$log"; fi
+# On lossless loopback every duplicated data segment arrives twice, so the
+# receivers must have dropped at least that many (retransmissions add more).
+if [[ $data_dups -gt 0 && $dropped -ge $data_dups ]]; then
+    ok "every duplicated data segment dropped below the PML ($dropped drops >= $data_dups)"
+else
+    bad "duplicates not accounted for (dropped=$dropped, data duplicates=$data_dups)" "$log"
+fi
+rm -f "$log"
+
+# The MPI integration programs (payload verification) under the same faults
+out=$(env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo --mca btl_usnic_inject_faults $SPEC" \
+      NETPIPE=0 VALGRIND=0 MPI_TEST_BUILD_DIR="$ROOT/test/mpi/build-faults" bash "$ROOT/test/run-mpi-tests.sh" 2>&1)
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -1)
+echo "$out" | grep -E "^(ok|FAIL)"
+p=$(grep -oE '^[0-9]+' <<<"$summary")
+f=$(grep -oE '[0-9]+ failed' <<<"$summary" | grep -oE '[0-9]+')
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-1}))
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

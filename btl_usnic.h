@@ -193,7 +193,7 @@ void opal_btl_usnic_report_bad_params(void);
 /* btl_usnic_module.c */
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now);
-bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module);
+bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64_t now);
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);
 
 /* btl_usnic_if.c: interface facts the udp provider does not give us */

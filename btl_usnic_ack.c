@@ -12,10 +12,13 @@
  * (the smaller of the two published in the modex), so anything the sender
  * may send fits the receiver's bitmap.
  *
- * ACKs are cumulative: "I have everything <= ack_seq".  A receiver owes an
- * ACK after accepting a segment.  The debt is paid by piggy-backing on the
- * next data segment to that peer, or by an explicit ACK on the priority
- * channel once ack_iteration_delay progress ticks passed.  The ACK is
+ * ACKs are cumulative: "I have everything <= ack_seq".  Every data segment
+ * carries the current ACK, so that the loss of explicit ACKs (which travel
+ * alone, on the priority channel) can never leave both peers retransmitting
+ * forever.  A receiver owes an ACK after accepting a segment.  The debt is
+ * paid by the next data segment to that peer (flagged ACK_NEW), or by an
+ * explicit ACK on the priority channel once ack_iteration_delay progress
+ * ticks passed.  The ACK is
  * urgent (next tick) when a duplicate or an old segment arrives (our
  * previous ACK was probably lost), when a chunked fragment completes, and
  * when a quarter of the window has been received without an ACK (so the
@@ -257,8 +260,8 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     }
 }
 
-void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                               opal_btl_usnic_seq_t ack_seq)
+void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                    opal_btl_usnic_seq_t ack_seq, bool reports_arrival)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_recvs);
     if (opal_btl_usnic_seq_lt(ack_seq, ep->tx.acked_seq)) {
@@ -271,7 +274,7 @@ void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
         return;
     }
     if (ack_seq == ep->tx.acked_seq) {
-        if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
+        if (reports_arrival && 0 != opal_btl_usnic_endpoint_in_flight(ep)) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_dup_acks);
             ++ep->tx.dup_acks;
             if (OPAL_BTL_USNIC_DUPACK_THRESHOLD == ep->tx.dup_acks ||
@@ -313,24 +316,21 @@ void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
 static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
-    if (eng->p.peer_timeout > 0 && eng->now - ep->timer.last_ack_time >= eng->p.peer_timeout) {
+    uint64_t peer_deadline = (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout
+                                                         : UINT64_MAX;
+    if (peer_deadline <= eng->now) {
         eng->wire->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
         return UINT64_MAX;
     }
     opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
-    if (NULL == seg || !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
-        /* queued for resend or still with the provider: re-armed when reposted */
-        return (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout : UINT64_MAX;
-    }
-    if (seg->deadline <= eng->now) {
+    if (NULL != seg && (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
+        if (seg->deadline > eng->now) {
+            return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
+        }
         opal_btl_usnic_retrans_expired(eng, seg);
-        return UINT64_MAX;
     }
-    uint64_t next = seg->deadline;
-    if (eng->p.peer_timeout > 0 && ep->timer.last_ack_time + eng->p.peer_timeout < next) {
-        next = ep->timer.last_ack_time + eng->p.peer_timeout;
-    }
-    return next;
+    /* queued for resend: its timer is re-armed when it is reposted */
+    return peer_deadline;
 }
 
 void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng)
@@ -388,12 +388,13 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
 void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_hdr_t *hdr)
 {
-    if (!ep->rx.ack_owed) {
-        return;
-    }
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
     hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
     hdr->ack_seq = opal_btl_usnic_wire32(value);
+    if (!ep->rx.ack_owed) {
+        return;
+    }
+    hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
     ep->rx.last_ack_sent = value;
     opal_btl_usnic_ack_forget(eng, ep);
     OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
@@ -408,7 +409,7 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
     }
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
     opal_btl_usnic_hdr_fill(eng, seg->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
-    seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
     seg->hdr->ack_seq = opal_btl_usnic_wire32(value);
     seg->wire_len = sizeof(opal_btl_usnic_hdr_t);
     seg->ep = ep;

@@ -378,13 +378,14 @@ static int usnic_component_progress(void)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     int count = 0;
+    uint64_t now = opal_btl_usnic_clock_usec();
     OPAL_BTL_USNIC_LOCK();
     /* Fast receive path: one tiny receive goes straight to the PML; its
      * bookkeeping waits for the next call, which always takes the full
      * path so other completions are not starved. */
     if (c->fastpath_ok) {
         for (int i = 0; i < c->num_modules; ++i) {
-            if (opal_btl_usnic_module_progress_fast(c->modules[i])) {
+            if (opal_btl_usnic_module_progress_fast(c->modules[i], now)) {
                 c->fastpath_ok = false;
                 OPAL_BTL_USNIC_UNLOCK();
                 return 1;
@@ -392,7 +393,6 @@ static int usnic_component_progress(void)
         }
     }
     c->fastpath_ok = true;
-    uint64_t now = opal_btl_usnic_clock_usec();
     for (int i = 0; i < c->num_modules; ++i) {
         count += opal_btl_usnic_module_progress(c->modules[i], now);
     }

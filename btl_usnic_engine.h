@@ -209,11 +209,21 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
 
 /**
  * A cumulative ACK for everything <= |ack_seq| arrived from |ep|: release
- * newly ACKed segments, fast-retransmit on a duplicate ACK, ignore stale
- * ones.
+ * newly ACKed segments, fast-retransmit on duplicate ACKs, ignore stale
+ * ones.  |reports_arrival|: the peer sent this ACK because something
+ * arrived (an explicit ACK, or a piggy-back flagged ACK_NEW); only such an
+ * ACK that repeats acked_seq is a duplicate ACK.  Data segments repeat the
+ * current ACK every time, which says nothing about holes.
  */
-void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                               opal_btl_usnic_seq_t ack_seq);
+void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                    opal_btl_usnic_seq_t ack_seq, bool reports_arrival);
+
+/* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival */
+static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                             opal_btl_usnic_seq_t ack_seq)
+{
+    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, true);
+}
 
 /**
  * Check every endpoint with un-ACKed data against the clock: retransmit
@@ -253,8 +263,9 @@ uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sa
  */
 void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent);
 
-/* Fill the ACK fields of an outgoing header from |ep|'s receive state and
- * clear the debt (piggy-back). */
+/* Stamp the current cumulative ACK on an outgoing data header (always:
+ * a lost explicit ACK must not leave the peer retransmitting forever);
+ * flag it ACK_NEW and clear the debt if an ACK was owed. */
 void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_hdr_t *hdr);
 

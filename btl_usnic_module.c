@@ -404,8 +404,9 @@ static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
     }
 }
 
-bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module)
+bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64_t now)
 {
+    opal_btl_usnic_engine_set_time(&module->eng, now);
     opal_btl_usnic_channel_t *chan = &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     struct fi_cq_msg_entry comp;
     if (module->fast_deferred_valid || 1 != fi_cq_read(chan->cq, &comp, 1)) {

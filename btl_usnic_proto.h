@@ -54,8 +54,10 @@ enum {
 #undef OPAL_BTL_USNIC_SEG_ENUM
 };
 
-/* Header flag: the ack_seq field is meaningful */
-#define OPAL_BTL_USNIC_HDR_FLAG_ACK 0x01
+/* Header flags */
+#define OPAL_BTL_USNIC_HDR_FLAG_ACK 0x01     /* ack_seq is meaningful (always on data segments) */
+#define OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW 0x02 /* the ACK reports arrivals since the last one we sent:
+                                                only such ACKs can count as duplicate ACKs */
 
 typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint16_t magic;

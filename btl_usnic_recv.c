@@ -70,7 +70,8 @@ static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_bt
 static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_hdr_t *hdr)
 {
     if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) {
-        opal_btl_usnic_handle_ack(eng, ep, opal_btl_usnic_host32(hdr->ack_seq));
+        opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
+                                       0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW));
     }
 }
 
@@ -189,7 +190,7 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
 {
     opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
-    if (len < sizeof(*hdr) || OPAL_BTL_USNIC_PKT_FRAG != hdr->type || (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK)) {
+    if (len < sizeof(*hdr) || OPAL_BTL_USNIC_PKT_FRAG != hdr->type) {
         return false;
     }
     if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len, eng->p.cookie)) {
@@ -204,8 +205,10 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
     if (OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER != cls && OPAL_BTL_USNIC_SEQ_NEW_OOO != cls) {
         return false;
     }
-    /* The window mark is not deferred: if the PML re-enters progress from
-     * its callback, a retransmitted copy must already look like a DUP. */
+    /* The window mark and the ACK are not deferred: if the PML re-enters
+     * progress from its callback, a retransmitted copy must already look
+     * like a DUP, and the ACK may free window room it wants to use. */
+    take_ack(eng, ep, hdr);
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
     seq_accept(ep, seq);

@@ -129,11 +129,8 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     seg->seq = seq;
     seg->ep = ep;
     seg->hdr->seq = opal_btl_usnic_wire32(seq);
-    seg->hdr->flags = 0;
-    if (ack_was_owed) {
-        seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
-        seg->hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
-    }
+    seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | (ack_was_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0);
+    seg->hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {

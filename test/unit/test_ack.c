@@ -623,7 +623,7 @@ static void test_ack_piggybacked_in_peer_data(void)
     uint8_t buf[128];
     size_t len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN, 3, "hi", 2);
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
-    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
     h->ack_seq = opal_btl_usnic_wire32(ISN + 1);
     fx_recv(&fx, buf, len);
     CHECK_EQ_U(ep->tx.acked_seq, ISN + 1);
@@ -631,7 +631,12 @@ static void test_ack_piggybacked_in_peer_data(void)
     /* the same segment again (a retransmission): its ACK is stale, the data a duplicate */
     fx_recv(&fx, buf, len);
     CHECK_EQ_U(fx.eng.stats.num_old_dup_acks, 0); /* equal, not older ... */
-    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);     /* ... so it counts as a duplicate ACK */
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);     /* ... and flagged ACK_NEW: a duplicate ACK */
+    CHECK_EQ(fx.ndels, 1);
+    /* a data segment that merely repeats the current ACK (no ACK_NEW) is no duplicate ACK */
+    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_dup_acks, 1);
     CHECK_EQ(fx.ndels, 1);
     /* ack_seq without the flag means nothing */
     len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 1, 3, "ho", 2);
@@ -740,9 +745,10 @@ static void test_ack_piggyback_clears_debt(void)
         opal_btl_usnic_engine_progress(&fx.eng);
     }
     CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
-    /* nothing owed: the next data segment carries no ACK */
+    /* nothing owed: the next data segment repeats the ACK without ACK_NEW */
     send_tiny(&fx, ep, 1, NULL);
-    CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, 0);
+    CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW, 0);
 
     /* piggy-back on a segment sent from the queue (a large fragment's chunk) */
     rx_frag(&fx, PEER_ISN + 2);
@@ -752,9 +758,10 @@ static void test_ack_piggyback_clears_debt(void)
     REQUIRE_EQ(fx.nposts, 4);
     h = fx_post_hdr(&fx.posts[2]);
     CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_CHUNK);
-    CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW, OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW);
     CHECK_EQ_U(opal_btl_usnic_host32(h->ack_seq), PEER_ISN + 2);
-    CHECK_EQ(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, 0);
+    CHECK_EQ(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW, 0);
+    CHECK_EQ_U(opal_btl_usnic_host32(fx_post_hdr(&fx.posts[3])->ack_seq), PEER_ISN + 2);
 
     /* piggy-back on a retransmission */
     fx_complete_all(&fx);

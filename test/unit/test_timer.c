@@ -696,12 +696,6 @@ static void test_next_deadline_never_late(void)
 
 /* ---------------- peer timeout ---------------- */
 
-static void cb_count(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep, mca_btl_base_descriptor_t *des,
-                     int status)
-{
-    fx_pml_callback(btl, ep, des, status);
-}
-
 /* No ACK progress for peer_timeout: reported once through peer_failed
  * with OPAL_ERR_TIMEOUT; the owner (as the module) flushes the endpoint:
  * queued fragments fail once with OPAL_ERR_UNREACH, nothing leaks, no timer
@@ -722,7 +716,6 @@ static void test_peer_timeout_fires_once(void)
         opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, 1000, OWN | MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
         cbs[i].fx = &fx;
         fx_set_callback(frag, &cbs[i]);
-        frag->base.des_cbfunc = cb_count;
         CHECK_EQ(fx_send(&fx, ep, frag, 2), 0);
     }
     /* the owner polls every 100 us; the peer never answers */

@@ -16,7 +16,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LOGDIR=${TEST_LOG_DIR:-$ROOT/build/test-logs}
+LOGDIR=${TEST_LOG_DIR:-$ROOT/test/logs}
 mkdir -p "$LOGDIR"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

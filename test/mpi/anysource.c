@@ -21,15 +21,9 @@
  *   3: MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG), then an exact-size MPI_Recv
  *      from the probed source/tag
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define TEST_NAME "anysource"
+#include "mpitest.h"
 
-static const char *TEST_NAME = "anysource";
-static int my_rank = -1;
 static int nprocs = 0;
 
 #define NPER 16              /* messages per (sender, receiver) and phase */
@@ -41,51 +35,11 @@ static int nprocs = 0;
 static const size_t MSG_SIZES[8] = {0, 1, 100, 1500, 4000, 20000, 70000,
                                     MAX_MSG};
 
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 static uint32_t msg_seed(int phase, int src, int dst, int k)
 {
     uint32_t s = mix32(((uint32_t)phase << 20) ^ ((uint32_t)src << 10) ^
                        (uint32_t)dst);
     return mix32(s ^ ((uint32_t)k * 0x9e3779b9U));
-}
-
-static uint8_t pattern_byte(uint32_t seed, size_t i)
-{
-    return (uint8_t)mix32(seed ^ ((uint32_t)i * 0x9e3779b9U));
 }
 
 /* Size of message k; the rotation differs per sender so that concurrent
@@ -152,15 +106,14 @@ static void verify_message(struct tally *t, int phase, const uint8_t *buf,
     if (count != (int)len)
         fail("phase %d: message #%d from rank %d has %d bytes, expected %zu",
              phase, k, src, count, len);
-    for (size_t i = 0; i < len; i++)
-        if (buf[i] != pattern_byte(seed, i))
-            fail("phase %d: message #%d from rank %d (%zu bytes): byte %zu "
-                 "is 0x%02x, expected 0x%02x", phase, k, src, len, i, buf[i],
-                 pattern_byte(seed, i));
-    for (size_t i = len; i < len + GUARD_BYTES; i++)
-        if (buf[i] != POISON)
-            fail("phase %d: message #%d from rank %d wrote past its end",
-                 phase, k, src);
+    size_t i = 0;
+    if (count_bad(buf, 0, len, seed, &i))
+        fail("phase %d: message #%d from rank %d (%zu bytes): byte %zu "
+             "is 0x%02x, expected 0x%02x", phase, k, src, len, i, buf[i],
+             pattern_byte(seed, i));
+    if (first_not(buf + len, GUARD_BYTES, POISON) < GUARD_BYTES)
+        fail("phase %d: message #%d from rank %d wrote past its end",
+             phase, k, src);
 }
 
 static void tally_init(struct tally *t)
@@ -210,8 +163,7 @@ static void send_all(struct outbox *o, int phase)
             uint8_t *b = malloc(len + 1);
             if (!b)
                 fail("out of memory");
-            for (size_t i = 0; i < len; i++)
-                b[i] = pattern_byte(seed, i);
+            fill_pattern(b, len, seed);
             o->bufs[o->n] = b;
             CHECK_MPI(MPI_Isend(b, (int)len, MPI_BYTE, d,
                                 msg_tag(phase, my_rank, k), MPI_COMM_WORLD,
@@ -348,12 +300,7 @@ int main(int argc, char **argv)
     int tag_ub_ok = 0;
     int *tag_ub = NULL;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs < 2)
-        fail("needs at least 2 ranks, got %d", nprocs);
+    nprocs = mpitest_init(&argc, &argv);
     CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub,
                                 &tag_ub_ok));
     if (!tag_ub_ok || *tag_ub < 2000 * (NPHASES + 1) + nprocs * NPER)
@@ -366,10 +313,7 @@ int main(int argc, char **argv)
         run_phase(phase, buf);
     free(buf);
 
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

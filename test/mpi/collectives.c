@@ -16,62 +16,14 @@
  *     with CLOCK_MONOTONIC, only when all ranks share a host).
  *   - MPI_Allgather with 1, 1000 and 100000 ints per rank.
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-static const char *TEST_NAME = "collectives";
-static int my_rank = -1;
+#define TEST_NAME "collectives"
+#include "mpitest.h"
+
 static int nprocs = 0;
 
 #define POISON_INT (-123456789)
-
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        fail("out of memory (%zu bytes)", n);
-    return p;
-}
 
 /* ------------------------------------------------------------------ */
 /* Allreduce                                                           */
@@ -403,12 +355,7 @@ static void check_allgather(int per)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs < 2)
-        fail("needs at least 2 ranks, got %d", nprocs);
+    nprocs = mpitest_init(&argc, &argv);
 
     test_allreduce();
     check_alltoall(1);
@@ -422,10 +369,7 @@ int main(int argc, char **argv)
     check_allgather(100000);
 
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

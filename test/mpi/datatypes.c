@@ -17,64 +17,13 @@
  * Every case runs in both directions, first as blocking MPI_Send/MPI_Recv,
  * then as a simultaneous MPI_Isend/MPI_Irecv exchange. Extra ranks idle.
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const char *TEST_NAME = "datatypes";
-static int my_rank = -1;
+#define TEST_NAME "datatypes"
+#include "mpitest.h"
 
 #define SEND_POISON 0x11
 #define RECV_POISON 0xAB
 #define LEAD 8          /* bytes before the first element, must stay put */
 #define TAIL 8          /* bytes after the last element, must stay put   */
-
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        fail("out of memory (%zu bytes)", n);
-    return p;
-}
 
 /* ------------------------------------------------------------------ */
 /* Element values                                                      */
@@ -508,24 +457,14 @@ static void large_cases(void)
 
 int main(int argc, char **argv)
 {
-    int nprocs;
-
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs < 2)
-        fail("needs at least 2 ranks, got %d", nprocs);
+    mpitest_init(&argc, &argv);
 
     vector_cases();
     indexed_cases();
     struct_cases();
     large_cases();
 
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

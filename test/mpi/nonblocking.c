@@ -22,15 +22,9 @@
  * Every payload byte depends on sender, receiver, message number and
  * position; receive buffers are poisoned and guarded.
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define TEST_NAME "nonblocking"
+#include "mpitest.h"
 
-static const char *TEST_NAME = "nonblocking";
-static int my_rank = -1;
 static int nprocs = 0;
 
 #define NMSG 200            /* outstanding messages per peer and direction */
@@ -42,43 +36,8 @@ static int nprocs = 0;
 #define POISON 0x5A
 
 /* ------------------------------------------------------------------ */
-/* Failure reporting and patterns (see pingpong.c for the same idea)   */
+/* Patterns (fail(), pattern_byte() etc. are in mpitest.h)             */
 /* ------------------------------------------------------------------ */
-
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
 
 /* Seed for message 'n' of kind 'part' sent from src to dst. */
 static uint32_t msg_seed(int part, int src, int dst, int n)
@@ -88,35 +47,12 @@ static uint32_t msg_seed(int part, int src, int dst, int n)
     return mix32(s ^ ((uint32_t)n * 0x9e3779b9U));
 }
 
-static uint8_t pattern_byte(uint32_t seed, size_t i)
-{
-    return (uint8_t)mix32(seed ^ ((uint32_t)i * 0x9e3779b9U));
-}
-
-static void fill_pattern(uint8_t *buf, size_t len, uint32_t seed)
-{
-    for (size_t i = 0; i < len; i++)
-        buf[i] = pattern_byte(seed, i);
-}
-
-/* Returns the number of wrong bytes; *first gets the first bad offset. */
-static size_t count_bad(const uint8_t *buf, size_t len, uint32_t seed,
-                        size_t *first)
-{
-    size_t bad = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (buf[i] != pattern_byte(seed, i) && bad++ == 0)
-            *first = i;
-    }
-    return bad;
-}
-
 static void check_guard(const uint8_t *guard, const char *what)
 {
-    for (int i = 0; i < GUARD_BYTES; i++)
-        if (guard[i] != POISON)
-            fail("%s: guard byte %d past the receive buffer overwritten",
-                 what, i);
+    size_t i = first_not(guard, GUARD_BYTES, POISON);
+    if (i < GUARD_BYTES)
+        fail("%s: guard byte %zu past the receive buffer overwritten",
+             what, i);
 }
 
 /* ------------------------------------------------------------------ */
@@ -216,7 +152,7 @@ static void flood_verify(struct flood *f, int i, const MPI_Status *st,
     if (st->MPI_SOURCE != p || st->MPI_TAG != t + round * NMSG)
         fail("%s: status says source %d tag %d", what, st->MPI_SOURCE,
              st->MPI_TAG);
-    bad = count_bad(buf, len, msg_seed(round, p, my_rank, t), &first);
+    bad = count_bad(buf, 0, len, msg_seed(round, p, my_rank, t), &first);
     if (bad)
         fail("%s: %zu bytes corrupt, first at offset %zu", what, bad, first);
     check_guard(buf + len, what);
@@ -341,6 +277,7 @@ static void order_verify(const uint8_t *buf, const MPI_Status *st, int src,
     size_t len = order_size(n);
     uint32_t seed = msg_seed(2, src, my_rank, n), seq;
     int count = -1;
+    size_t i = 0;
 
     CHECK_MPI(MPI_Get_count(st, MPI_BYTE, &count));
     if (count >= 4) {
@@ -356,17 +293,16 @@ static void order_verify(const uint8_t *buf, const MPI_Status *st, int src,
         fail("ordering from rank %d: status source/tag %d/%d", src,
              st->MPI_SOURCE, st->MPI_TAG);
     /* bytes 0-3 hold the sequence number checked above */
-    for (size_t i = (len >= 4 ? 4 : 0); i < len; i++)
-        if (buf[i] != pattern_byte(seed, i))
-            fail("ordering from rank %d: message #%d byte %zu corrupt "
-                 "(got 0x%02x, expected 0x%02x)", src, n, i, buf[i],
-                 pattern_byte(seed, i));
+    if (count_bad(buf, len >= 4 ? 4 : 0, len, seed, &i))
+        fail("ordering from rank %d: message #%d byte %zu corrupt "
+             "(got 0x%02x, expected 0x%02x)", src, n, i, buf[i],
+             pattern_byte(seed, i));
     /* the receive buffer is bigger than the message: the rest of it and
      * the guard behind it must be untouched */
-    for (size_t i = len; i < ORDER_MAX; i++)
-        if (buf[i] != POISON)
-            fail("ordering from rank %d: message #%d (%zu bytes) wrote "
-                 "byte %zu of the receive buffer", src, n, len, i);
+    i = len + first_not(buf + len, ORDER_MAX - len, POISON);
+    if (i < ORDER_MAX)
+        fail("ordering from rank %d: message #%d (%zu bytes) wrote "
+             "byte %zu of the receive buffer", src, n, len, i);
     check_guard(buf + ORDER_MAX, "ordering receive");
 }
 
@@ -442,21 +378,13 @@ static void test_ordering(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs < 2)
-        fail("needs at least 2 ranks, got %d", nprocs);
+    nprocs = mpitest_init(&argc, &argv);
 
     test_flood();
     test_ordering();
 
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

@@ -18,15 +18,8 @@
  * Disjoint pairs run concurrently (round-robin schedule), so on 4 ranks two
  * ping-pongs are on the wire at the same time.
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const char *TEST_NAME = "pingpong";
-static int my_rank = -1;
+#define TEST_NAME "pingpong"
+#include "mpitest.h"
 
 #define GUARD_BYTES 64
 #define POISON 0xA5
@@ -45,50 +38,8 @@ static const char *MODE_NAMES[MODE_COUNT] = {"Send/Recv", "Ssend/Recv",
                                              "Isend/Irecv"};
 
 /* ------------------------------------------------------------------ */
-/* Failure reporting                                                   */
+/* Payload patterns (pattern_byte() etc. are in mpitest.h)             */
 /* ------------------------------------------------------------------ */
-
-/* Print a one-line diagnostic and take the whole job down. */
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-/* MPI_COMM_WORLD uses MPI_ERRORS_RETURN, so every call goes through here. */
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-/* ------------------------------------------------------------------ */
-/* Payload patterns                                                    */
-/* ------------------------------------------------------------------ */
-
-/* A small integer hash with good avalanche behaviour. */
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
 
 /* Seed identifying one message: who sent it to whom, and which one. */
 static uint32_t msg_seed(int src, int dst, int size_idx, int mode, int iter)
@@ -97,19 +48,6 @@ static uint32_t msg_seed(int src, int dst, int size_idx, int mode, int iter)
     s = mix32(s ^ ((uint32_t)dst + 0x20000U));
     s = mix32(s ^ ((uint32_t)size_idx << 8) ^ (uint32_t)mode);
     return mix32(s ^ ((uint32_t)iter * 0x9e3779b9U));
-}
-
-/* Expected value of byte i of the message identified by seed. */
-static uint8_t pattern_byte(uint32_t seed, size_t i)
-{
-    return (uint8_t)mix32(seed ^ ((uint32_t)i * 0x9e3779b9U) ^
-                          (uint32_t)(i >> 32));
-}
-
-static void fill_pattern(uint8_t *buf, size_t len, uint32_t seed)
-{
-    for (size_t i = 0; i < len; i++)
-        buf[i] = pattern_byte(seed, i);
 }
 
 /* Poison the receive area and the guard bytes that follow it. */
@@ -128,7 +66,7 @@ static void verify_recv(const uint8_t *buf, size_t len, uint32_t seed,
                         const char *what)
 {
     int count = -1;
-    size_t bad = 0, first_bad = 0;
+    size_t bad, first_bad = 0, g;
 
     CHECK_MPI(MPI_Get_count(st, MPI_BYTE, &count));
     if (count != (int)len)
@@ -136,20 +74,15 @@ static void verify_recv(const uint8_t *buf, size_t len, uint32_t seed,
     if (st->MPI_SOURCE != src || st->MPI_TAG != tag)
         fail("%s: status source/tag %d/%d, expected %d/%d", what,
              st->MPI_SOURCE, st->MPI_TAG, src, tag);
-    for (size_t i = 0; i < len; i++) {
-        if (buf[i] != pattern_byte(seed, i)) {
-            if (bad++ == 0)
-                first_bad = i;
-        }
-    }
+    bad = count_bad(buf, 0, len, seed, &first_bad);
     if (bad)
         fail("%s: %zu of %zu bytes corrupt, first at offset %zu "
              "(got 0x%02x, expected 0x%02x)", what, bad, len, first_bad,
              buf[first_bad], pattern_byte(seed, first_bad));
-    for (size_t i = 0; i < GUARD_BYTES; i++)
-        if (buf[len + i] != POISON)
-            fail("%s: guard byte %zu after a %zu-byte receive overwritten "
-                 "(0x%02x)", what, i, len, buf[len + i]);
+    g = first_not(buf + len, GUARD_BYTES, POISON);
+    if (g < GUARD_BYTES)
+        fail("%s: guard byte %zu after a %zu-byte receive overwritten "
+             "(0x%02x)", what, g, len, buf[len + g]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -332,15 +265,9 @@ static void check_schedule(int nprocs)
 
 int main(int argc, char **argv)
 {
-    int nprocs;
     size_t max = SIZES[NUM_SIZES - 1];
+    int nprocs = mpitest_init(&argc, &argv);
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    if (nprocs < 2)
-        fail("needs at least 2 ranks, got %d", nprocs);
     check_schedule(nprocs);
 
     /* room for the misalignment offset plus the guard bytes */
@@ -356,10 +283,7 @@ int main(int argc, char **argv)
     }
 
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     free(sbase);
     free(rbase);
     MPI_Finalize();

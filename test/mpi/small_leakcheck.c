@@ -7,35 +7,14 @@
  * buffers are fully initialised, so anything valgrind reports comes from
  * the MPI stack. Extra ranks only join the Allreduce.
  */
-#include <mpi.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const char *TEST_NAME = "small_leakcheck";
-static int my_rank = -1;
+#define TEST_NAME "small_leakcheck"
+#include "mpitest.h"
 
 static const int SIZES[] = {0, 100, 5000, 100000};
 #define NUM_SIZES ((int)(sizeof(SIZES) / sizeof(SIZES[0])))
 
-static void fail(const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
 /* Byte i of the message of size index s sent by rank src. */
-static uint8_t pattern_byte(int src, int s, int i)
+static uint8_t small_byte(int src, int s, int i)
 {
     uint32_t x = (uint32_t)i * 2654435761U ^ (uint32_t)(src * 131 + s * 17);
     x ^= x >> 13;
@@ -50,7 +29,7 @@ static void exchange(int s, uint8_t *sbuf, uint8_t *rbuf)
     MPI_Status st;
 
     for (int i = 0; i < len; i++)
-        sbuf[i] = pattern_byte(my_rank, s, i);
+        sbuf[i] = small_byte(my_rank, s, i);
     memset(rbuf, 0, (size_t)len + 1);
     if (my_rank == 0) {
         MPI_Send(sbuf, len, MPI_BYTE, peer, s, MPI_COMM_WORLD);
@@ -63,9 +42,9 @@ static void exchange(int s, uint8_t *sbuf, uint8_t *rbuf)
     if (count != len)
         fail("%d-byte message arrived with %d bytes", len, count);
     for (int i = 0; i < len; i++)
-        if (rbuf[i] != pattern_byte(peer, s, i))
+        if (rbuf[i] != small_byte(peer, s, i))
             fail("%d-byte message: byte %d is 0x%02x, expected 0x%02x", len,
-                 i, rbuf[i], pattern_byte(peer, s, i));
+                 i, rbuf[i], small_byte(peer, s, i));
 }
 
 int main(int argc, char **argv)
@@ -95,10 +74,7 @@ int main(int argc, char **argv)
         fail("Allreduce sum is %d, expected %d", sum,
              3 * nprocs * (nprocs - 1) / 2 + nprocs);
 
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

@@ -13,16 +13,10 @@
  * wrong thread or out of order is detected; counts, source and tag are
  * checked and receive buffers are poisoned and guarded.
  */
-#include <mpi.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-static const char *TEST_NAME = "threads";
-static int my_rank = -1;
+#define TEST_NAME "threads"
+#include "mpitest.h"
 
 #define NTHREADS 4
 #define NITER 200
@@ -34,50 +28,10 @@ static const size_t SIZES[] = {0, 1, 17, 256, 1024, 1473, 4096, 9000,
                                16384, 32768, 65535, MAX_MSG};
 #define NUM_SIZES (sizeof(SIZES) / sizeof(SIZES[0]))
 
-static void fail(const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    printf("FAIL %s: rank %d: %s\n", TEST_NAME, my_rank, msg);
-    fflush(stdout);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char err[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, err, &len);
-        fail("%s returned error: %s", what, err);
-    }
-}
-#define CHECK_MPI(call) check_mpi((call), #call)
-
-static uint32_t mix32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
 static uint32_t msg_seed(int src, int dst, int thread, int iter)
 {
     return mix32(mix32(((uint32_t)src << 16) ^ ((uint32_t)dst << 8) ^
                        (uint32_t)thread) ^ ((uint32_t)iter * 0x9e3779b9U));
-}
-
-static uint8_t pattern_byte(uint32_t seed, size_t i)
-{
-    return (uint8_t)mix32(seed ^ ((uint32_t)i * 0x9e3779b9U));
 }
 
 /* ------------------------------------------------------------------ */
@@ -96,8 +50,7 @@ struct worker {
 static void prepare_send(struct worker *w, int iter, size_t len)
 {
     uint32_t seed = msg_seed(my_rank, w->peer, w->thread, iter);
-    for (size_t i = 0; i < len; i++)
-        w->sbuf[i] = pattern_byte(seed, i);
+    fill_pattern(w->sbuf, len, seed);
     memset(w->rbuf, POISON, len + GUARD_BYTES);
 }
 
@@ -106,6 +59,7 @@ static void verify(struct worker *w, int iter, size_t len,
 {
     uint32_t seed = msg_seed(w->peer, my_rank, w->thread, iter);
     int count = -1;
+    size_t i = 0;
 
     CHECK_MPI(MPI_Get_count(st, MPI_BYTE, &count));
     if (count != (int)len || st->MPI_SOURCE != w->peer ||
@@ -113,15 +67,13 @@ static void verify(struct worker *w, int iter, size_t len,
         fail("thread %d iter %d: got %d bytes from %d tag %d, expected %zu "
              "bytes from %d tag %d", w->thread, iter, count, st->MPI_SOURCE,
              st->MPI_TAG, len, w->peer, w->thread);
-    for (size_t i = 0; i < len; i++)
-        if (w->rbuf[i] != pattern_byte(seed, i))
-            fail("thread %d iter %d (%zu bytes): byte %zu is 0x%02x, "
-                 "expected 0x%02x (wrong thread's or stale data?)",
-                 w->thread, iter, len, i, w->rbuf[i], pattern_byte(seed, i));
-    for (size_t i = len; i < len + GUARD_BYTES; i++)
-        if (w->rbuf[i] != POISON)
-            fail("thread %d iter %d: receive of %zu bytes overran its "
-                 "buffer", w->thread, iter, len);
+    if (count_bad(w->rbuf, 0, len, seed, &i))
+        fail("thread %d iter %d (%zu bytes): byte %zu is 0x%02x, "
+             "expected 0x%02x (wrong thread's or stale data?)",
+             w->thread, iter, len, i, w->rbuf[i], pattern_byte(seed, i));
+    if (first_not(w->rbuf + len, GUARD_BYTES, POISON) < GUARD_BYTES)
+        fail("thread %d iter %d: receive of %zu bytes overran its "
+             "buffer", w->thread, iter, len);
 }
 
 /* One iteration: a message each way, in one of three styles. */
@@ -235,10 +187,7 @@ int main(int argc, char **argv)
     for (int t = 2; t < NTHREADS; t++)
         CHECK_MPI(MPI_Comm_free(&dups[t]));
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    if (my_rank == 0) {
-        printf("PASS %s\n", TEST_NAME);
-        fflush(stdout);
-    }
+    mpitest_pass();
     MPI_Finalize();
     return 0;
 }

@@ -202,6 +202,9 @@ int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len);
 int opal_btl_usnic_if_mtu(const char *ifname);
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
 long opal_btl_usnic_kernel_rmem_default(void);
+/* The kernel receive buffer (bytes) of our UDP socket bound to
+ * |ipv4|:|port| (network order address, host order port); -1 if none. */
+long opal_btl_usnic_socket_rcvbuf(uint32_t ipv4, uint16_t port);
 
 /**
  * Does interface (|ifname|, |domain|, |ipv4|) pass the filter list

@@ -188,8 +188,9 @@ int opal_btl_usnic_component_register_params(void)
                   "also the receive buffer size of that channel (0: 768)",
                   0, 0, 65536, OPAL_INFO_LVL_5, &c->priority_limit);
     ok &= reg_int("window",
-                  "Send window: segments that may await an ACK per peer (0: derived from the kernel's default socket "
-                  "receive buffer, so a lossless path does not overflow it; rounded to the peer's value)",
+                  "Send window: segments that may await an ACK per peer (0: half of the datagrams the data socket's "
+                  "real kernel receive buffer holds, so a lossless path does not overflow it).  Rounded down to a "
+                  "power of two; both peers use the smaller of their values",
                   0, 0, 4096, OPAL_INFO_LVL_4, &c->window);
     ok &= reg_int("stats",
                   "If > 0, print per-module statistics every this many seconds and once more at finalize", 0, 0,
@@ -289,7 +290,9 @@ int opal_btl_usnic_register_pvars(void)
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); ++i) {
         int rc = mca_base_component_pvar_register(
             &mca_btl_usnic_component.super.btl_version, counters[i].name, counters[i].help, OPAL_INFO_LVL_4,
-            MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            /* a high-water mark is no counter: MPI_T must not report its growth */
+            0 == strncmp(counters[i].name, "max_", 4) ? MCA_BASE_PVAR_CLASS_HIGHWATERMARK : MCA_BASE_PVAR_CLASS_COUNTER,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
             MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, pvar_get, NULL, pvar_notify,
             (void *) (uintptr_t) counters[i].offset);
         if (rc < 0) {

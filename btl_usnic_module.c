@@ -929,18 +929,26 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
 
 /* ===================== module setup ===================== */
 
-/* Window default: keep one peer's un-ACKed data inside the kernel's
- * default receive buffer (a UDP socket holds about rmem_default / 2304
- * full-size datagrams on loopback) with room to spare for other peers;
- * a power of two (see opal_btl_usnic_endpoint_init_rel). */
-static uint32_t default_window(void)
+/* Window default: keep one peer's un-ACKed data inside half of the real
+ * receive buffer of our data socket (read from the kernel; rmem_default if
+ * the socket cannot be found, e.g. on hardware providers).  The kernel
+ * charges a datagram its payload plus about 832 bytes of buffer overhead
+ * (212992 bytes hold 92 datagrams of 1472 bytes here).  A power of two
+ * (see opal_btl_usnic_endpoint_init_rel), at least 16. */
+static uint32_t default_window(const opal_btl_usnic_module_t *module)
 {
-    long rmem = opal_btl_usnic_kernel_rmem_default();
-    long datagrams = (rmem > 0) ? rmem / 2304 : 92;
+    const opal_btl_usnic_channel_t *data = &module->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    long rcvbuf = opal_btl_usnic_socket_rcvbuf(module->ipv4, data->port);
+    if (rcvbuf <= 0) {
+        rcvbuf = opal_btl_usnic_kernel_rmem_default();
+    }
+    long datagrams = (rcvbuf > 0) ? rcvbuf / (long) (data->mtu + 832) : 92;
     uint32_t w = 16;
     while (w < 4096 && (long) (2 * w) <= datagrams / 2) {
         w *= 2;
     }
+    opal_btl_usnic_verbose(10, "%s: socket receive buffer %ld bytes (%ld datagrams): default window %u",
+                           module->if_name, rcvbuf, datagrams, w);
     return w;
 }
 
@@ -1021,7 +1029,8 @@ static void modex_fill(opal_btl_usnic_module_t *module)
     m->mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu;
     m->tiny_mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu;
     m->isn = random_isn();
-    m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window : default_window();
+    m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window
+                                                     : default_window(module);
     m->link_speed_mbps = module->link_speed_mbps;
     snprintf(m->provider, sizeof(m->provider), "%s", module->provider);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+#
+# Incast: 3 ranks stream 32 x 1 MiB each to rank 0 at once (4 ranks on this
+# host).  Every byte must arrive, and each sender's retransmissions must
+# stay within 5% of its segments (the window is sized from the receiver's
+# socket buffer, so three senders may overflow it only briefly).
+# Ends with "N passed, N failed".
+#
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+MAX_PERCENT=${MAX_PERCENT:-5}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+passed=0
+failed=0
+mkdir -p "$BUILD"
+mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/incast" "$HERE/incast.c" || { echo "0 passed, 1 failed"; exit 1; }
+out=$(timeout 180 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 --mca pml ob1 --mca btl usnic,self \
+      --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600 "$BUILD/incast" 32 1048576 2>&1)
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "PASS incast" <<<"$out"; then
+    echo "ok   incast: 3 x 32 MiB verified"
+    passed=$((passed + 1))
+else
+    echo "FAIL incast (rc=$rc)"
+    tail -20 <<<"$out" | sed 's/^/     /'
+    failed=$((failed + 1))
+fi
+for rank in 1 2 3; do
+    line=$(grep "final stats \[.* rank $rank lo\]:" <<<"$out")
+    sends=$(grep -oE " total_sends=[0-9]+" <<<"$line" | cut -d= -f2)
+    resends=$(grep -oE " resends=[0-9]+" <<<"$line" | cut -d= -f2)
+    resends=${resends:-0}
+    if [[ -n "$sends" && $sends -gt 0 && $((resends * 100)) -le $((sends * MAX_PERCENT)) ]]; then
+        echo "ok   rank $rank retransmitted $resends of $sends segments (limit ${MAX_PERCENT}%)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL rank $rank retransmitted ${resends} of ${sends:-?} segments (limit ${MAX_PERCENT}%)"
+        failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

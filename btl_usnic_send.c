@@ -121,16 +121,24 @@ static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
  * OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE (nothing changed) or a hard
  * error (the peer has been failed).
  */
+/* Stamp the current ACK on |hdr| without paying the debt yet: the debt is
+ * paid (opal_btl_usnic_ack_piggyback) only once the segment really left.
+ * Returns whether an ACK was owed. */
+static bool stamp_ack(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
+{
+    hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | (ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0);
+    hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
+    return ep->rx.ack_owed;
+}
+
 static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_seq_t seq = ep->tx.next_seq;
-    bool ack_was_owed = ep->rx.ack_owed;
     seg->seq = seq;
     seg->ep = ep;
     seg->hdr->seq = opal_btl_usnic_wire32(seq);
-    seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | (ack_was_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0);
-    seg->hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
+    bool ack_was_owed = stamp_ack(ep, seg->hdr);
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
@@ -336,13 +344,15 @@ static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
 static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
     opal_btl_usnic_endpoint_t *ep = seg->ep;
-    seg->hdr->flags = 0;
-    opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
+    bool ack_was_owed = stamp_ack(ep, seg->hdr);
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
     if (OPAL_SUCCESS != rc) {
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
         return rc;
+    }
+    if (ack_was_owed) {
+        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
     }
     if (seg->retries < UINT8_MAX) {
         ++seg->retries;

@@ -163,7 +163,7 @@ int opal_btl_usnic_component_register_params(void)
     ok &= reg_int("retrans_timeout",
                   "Microseconds a segment waits for its ACK before it is retransmitted, until round-trip times have "
                   "been measured; afterwards the timeout adapts to the path (RFC 6298) within "
-                  "[btl_usnic_rto_min, btl_usnic_rto_max] and doubles per retransmission of a segment",
+                  "[btl_usnic_rto_min, btl_usnic_rto_max] and doubles per timeout until the ACK advances again",
                   5000, 10, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
     ok &= reg_int("rto_min",
                   "Floor (microseconds) of the adaptive retransmit timeout; protects against retransmitting while "

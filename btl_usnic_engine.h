@@ -127,6 +127,41 @@ static inline uint64_t opal_btl_usnic_engine_next_deadline(const opal_btl_usnic_
 
 /* ----- send side (btl_usnic_send.c) ----- */
 
+/* Largest whole fragment toward |ep| (the engine's if |ep| is NULL) */
+static inline size_t opal_btl_usnic_max_frag_payload(const opal_btl_usnic_engine_t *eng,
+                                                     const opal_btl_usnic_endpoint_t *ep)
+{
+    return (NULL != ep) ? ep->max_frag_payload : eng->max_frag_payload;
+}
+
+/**
+ * A descriptor for |size| bytes the PML will write (btl_alloc): a small
+ * fragment if it fits one datagram toward |ep| (the engine's limit if |ep|
+ * is NULL), a large one up to max_send_size, else NULL.
+ */
+opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                                      size_t size, uint32_t flags);
+
+/**
+ * Hand a PML descriptor to the engine (btl_send), with the engine's clock
+ * already set.  Tiny small fragments go out at once on the priority
+ * channel; everything else is queued.  Returns 1 if the send completed and
+ * the PML gets no callback, 0 if the callback will come, OPAL_ERR_UNREACH
+ * for a failed peer.
+ */
+int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag);
+
+/**
+ * Send a small fragment the BTL owns whose first |len| payload bytes are
+ * filled (btl_sendi): at once if possible, else queued.  No PML callback.
+ */
+void opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
+                                      size_t len);
+
+/* The PML lets go of |frag| (btl_free): recycle it now or when nothing
+ * refers to it any more. */
+void opal_btl_usnic_frag_free(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+
 /**
  * Queue |frag| for |ep| and make the endpoint ready to send if it can.
  * |frag| must have its segments, tag and total length set.

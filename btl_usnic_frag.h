@@ -117,6 +117,9 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(struct opal_btl_usni
 opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(struct opal_btl_usnic_engine_t *eng);
 opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(struct opal_btl_usnic_engine_t *eng);
 
+/* Describe |size| bytes of a small fragment's own buffer as its one segment */
+void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags);
+
 /* Return a fragment to its free list (no checks). */
 void opal_btl_usnic_frag_return(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
 

@@ -450,68 +450,20 @@ static opal_btl_usnic_module_t *usnic_module(struct mca_btl_base_module_t *btl)
     return (opal_btl_usnic_module_t *) btl;
 }
 
-/* Largest whole fragment toward |ep| (the engine's if no endpoint is given) */
-static size_t max_frag_payload(const opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep)
-{
-    return (NULL != ep) ? ep->max_frag_payload : module->eng.max_frag_payload;
-}
-
-static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
-{
-    frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    frag->segments[0].seg_len = size;
-    frag->base.des_segment_count = 1;
-    frag->base.des_flags = flags;
-}
-
 static mca_btl_base_descriptor_t *usnic_alloc(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                                               uint8_t order, size_t size, uint32_t flags)
 {
-    opal_btl_usnic_module_t *module = usnic_module(btl);
-    opal_btl_usnic_send_frag_t *frag;
     (void) order;
     OPAL_BTL_USNIC_LOCK();
-    if (size <= max_frag_payload(module, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(&module->eng);
-        if (NULL != frag) {
-            frag_init_small(frag, size, flags);
-        }
-    } else if (size <= btl->btl_max_send_size || size <= btl->btl_eager_limit) {
-        frag = opal_btl_usnic_large_frag_alloc(&module->eng, size);
-        if (NULL != frag) {
-            frag->segments[0].seg_addr.pval = frag->pack_buf;
-            frag->segments[0].seg_len = size;
-            frag->base.des_segment_count = 1;
-            frag->base.des_flags = flags;
-        }
-    } else {
-        frag = NULL;
-    }
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_frag_alloc(&usnic_module(btl)->eng, ep, size, flags);
     OPAL_BTL_USNIC_UNLOCK();
-    if (NULL == frag) {
-        return NULL;
-    }
-    frag->ep = ep;
-    return &frag->base;
+    return (NULL != frag) ? &frag->base : NULL;
 }
 
 static int usnic_free(struct mca_btl_base_module_t *btl, mca_btl_base_descriptor_t *des)
 {
-    opal_btl_usnic_module_t *module = usnic_module(btl);
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
     OPAL_BTL_USNIC_LOCK();
-    frag->owned_by_btl = true;
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind &&
-        0 == (frag->seg.flags & (OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW | OPAL_BTL_USNIC_SEG_FLAG_POSTED)) &&
-        !frag->queued) {
-        /* never sent, or sent and ACKed: nothing but us refers to it */
-        frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-    }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        opal_btl_usnic_seg_release_if_done(&module->eng, &frag->seg);
-    } else if (!frag->queued && !frag->callback_pending) {
-        opal_btl_usnic_frag_return(&module->eng, frag);
-    }
+    opal_btl_usnic_frag_free(&usnic_module(btl)->eng, (opal_btl_usnic_send_frag_t *) des);
     OPAL_BTL_USNIC_UNLOCK();
     return OPAL_SUCCESS;
 }
@@ -536,15 +488,12 @@ static mca_btl_base_descriptor_t *prepare_small(opal_btl_usnic_module_t *module,
         return NULL;
     }
     uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    frag->segments[0].seg_addr.pval = payload;
-    frag->segments[0].seg_len = reserve;
-    frag->base.des_flags = flags;
+    opal_btl_usnic_frag_init_small(frag, reserve, flags);
     if (0 == *size) {
-        frag->base.des_segment_count = 1;
+        /* the PML's header alone */
     } else if (opal_convertor_need_buffers(conv)) {
         convertor_take(conv, payload + reserve, size);
         frag->segments[0].seg_len = reserve + *size;
-        frag->base.des_segment_count = 1;
     } else {
         /* contiguous: reference the user's buffer; copied once at send */
         frag->segments[1].seg_addr.pval = convertor_take(conv, NULL, size);
@@ -585,7 +534,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
         *size = btl->btl_max_send_size - reserve;
     }
     OPAL_BTL_USNIC_LOCK();
-    if (reserve + *size <= max_frag_payload(module, ep)) {
+    if (reserve + *size <= opal_btl_usnic_max_frag_payload(&module->eng, ep)) {
         des = prepare_small(module, conv, reserve, size, flags);
     } else {
         des = prepare_large(module, conv, reserve, size, flags);
@@ -600,37 +549,10 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
 static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                       mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag)
 {
-    opal_btl_usnic_module_t *module = usnic_module(btl);
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
-    int rc = 0;
     OPAL_BTL_USNIC_LOCK();
-    if (OPAL_UNLIKELY(ep->failed)) {
-        OPAL_BTL_USNIC_UNLOCK();
-        return OPAL_ERR_UNREACH;
-    }
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, pml_module_sends);
-    frag->tag = tag;
-    frag->ep = ep;
-    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
-    frag->total_len = 0;
-    for (uint32_t i = 0; i < des->des_segment_count; ++i) {
-        frag->total_len += frag->segments[i].seg_len;
-    }
-    opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
-        opal_btl_usnic_send_fast(ep, frag)) {
-        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
-            rc = 1; /* done: no callback; we recycle it when ACKed */
-        } else {
-            /* like vader, call back from progress rather than from inside
-             * the PML's own send call */
-            frag->callback_pending = true;
-            opal_list_append(&module->eng.pending_callbacks, &frag->base.super.super);
-        }
-    } else {
-        frag->callback_pending = true;
-        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
-    }
+    /* the fast path posts outside progress: send times must be fresh */
+    opal_btl_usnic_engine_set_time(&usnic_module(btl)->eng, opal_btl_usnic_clock_usec());
+    int rc = opal_btl_usnic_frag_submit(ep, (opal_btl_usnic_send_frag_t *) des, tag);
     OPAL_BTL_USNIC_UNLOCK();
     return rc;
 }
@@ -660,16 +582,8 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     if (payload_size > 0) {
         convertor_take(conv, payload + header_size, &size);
     }
-    frag_init_small(frag, header_size + size, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-    frag->tag = tag;
-    frag->ep = ep;
-    frag->owned_by_btl = true;
-    frag->total_len = header_size + size;
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, pml_module_sends);
     opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
-    if (!opal_btl_usnic_send_fast(ep, frag)) {
-        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
-    }
+    opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + size);
     OPAL_BTL_USNIC_UNLOCK();
     return OPAL_SUCCESS;
 }

@@ -216,6 +216,51 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
     return true;
 }
 
+int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    mca_btl_base_descriptor_t *des = &frag->base;
+    if (OPAL_UNLIKELY(ep->failed)) {
+        return OPAL_ERR_UNREACH;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, pml_module_sends);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+    frag->total_len = 0;
+    for (uint32_t i = 0; i < des->des_segment_count; ++i) {
+        frag->total_len += frag->segments[i].seg_len;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
+        opal_btl_usnic_send_fast(ep, frag)) {
+        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+            return 1; /* done: no callback; recycled when ACKed */
+        }
+        /* like vader, call back from progress rather than from inside the
+         * PML's own send call */
+        frag->callback_pending = true;
+        opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
+        return 0;
+    }
+    frag->callback_pending = true;
+    opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    return 0;
+}
+
+void opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
+                                      size_t len)
+{
+    opal_btl_usnic_frag_init_small(frag, len, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = true;
+    frag->total_len = len;
+    OPAL_BTL_USNIC_STAT_INC(ep->eng, pml_module_sends);
+    if (!opal_btl_usnic_send_fast(ep, frag)) {
+        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    }
+}
+
 void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
 {
     frag->ep = ep;

@@ -439,50 +439,20 @@ size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack
 
 /* ----- module glue (mirrors btl_usnic_module.c) ----- */
 
-/* Largest whole fragment toward |ep| (the engine's if no endpoint is given) */
-static size_t max_frag_payload(const fx_t *fx, const opal_btl_usnic_endpoint_t *ep)
-{
-    return (NULL != ep) ? ep->max_frag_payload : fx->eng.max_frag_payload;
-}
-
-static void frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
-{
-    frag->segments[0].seg_addr.pval = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    frag->segments[0].seg_len = size;
-    frag->base.des_segment_count = 1;
-    frag->base.des_flags = flags;
-}
-
+/* The descriptor glue is the engine's own (opal_btl_usnic_frag_alloc,
+ * _submit, _submit_owned, _free), exactly what btl_usnic_module.c calls;
+ * only prepare_src is mirrored, because the module's goes through an
+ * Open MPI convertor. */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags)
 {
-    opal_btl_usnic_send_frag_t *frag;
-    if (size <= max_frag_payload(fx, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
-        if (NULL != frag) {
-            frag_init_small(frag, size, flags);
-        }
-    } else if (size <= fx->eng.p.max_send_size) {
-        frag = opal_btl_usnic_large_frag_alloc(&fx->eng, size);
-        if (NULL != frag) {
-            frag->segments[0].seg_addr.pval = frag->pack_buf;
-            frag->segments[0].seg_len = size;
-            frag->base.des_segment_count = 1;
-            frag->base.des_flags = flags;
-        }
-    } else {
-        frag = NULL;
-    }
-    if (NULL != frag) {
-        frag->ep = ep;
-    }
-    return frag;
+    return opal_btl_usnic_frag_alloc(&fx->eng, ep, size, flags);
 }
 
 opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
                                            const void *data, size_t size, uint32_t flags)
 {
     opal_btl_usnic_send_frag_t *frag;
-    if (reserve + size <= max_frag_payload(fx, ep)) {
+    if (reserve + size <= opal_btl_usnic_max_frag_payload(&fx->eng, ep)) {
         frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
         if (NULL == frag) {
             return NULL;
@@ -519,35 +489,10 @@ opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *
 
 int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
-    mca_btl_base_descriptor_t *des = &frag->base;
-    int rc = 0;
-    if (ep->failed) {
-        return OPAL_ERR_UNREACH;
-    }
-    OPAL_BTL_USNIC_STAT_INC(&fx->eng, pml_module_sends);
-    frag->tag = tag;
-    frag->ep = ep;
-    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
-    frag->total_len = 0;
-    for (uint32_t i = 0; i < des->des_segment_count; ++i) {
-        frag->total_len += frag->segments[i].seg_len;
-    }
     /* the fast path posts outside progress: send time and RTT samples
      * must not be stale */
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
-        opal_btl_usnic_send_fast(ep, frag)) {
-        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
-            rc = 1;
-        } else {
-            frag->callback_pending = true;
-            opal_list_append(&fx->eng.pending_callbacks, &frag->base.super.super);
-        }
-    } else {
-        frag->callback_pending = true;
-        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
-    }
-    return rc;
+    return opal_btl_usnic_frag_submit(ep, frag, tag);
 }
 
 int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
@@ -567,32 +512,14 @@ int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t
     if (payload_size > 0) {
         memcpy(buf + header_size, payload, payload_size);
     }
-    frag_init_small(frag, header_size + payload_size, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-    frag->tag = tag;
-    frag->ep = ep;
-    frag->owned_by_btl = true;
-    frag->total_len = header_size + payload_size;
-    OPAL_BTL_USNIC_STAT_INC(&fx->eng, pml_module_sends);
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
-    if (!opal_btl_usnic_send_fast(ep, frag)) {
-        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
-    }
+    opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + payload_size);
     return OPAL_SUCCESS;
 }
 
 void fx_free(fx_t *fx, opal_btl_usnic_send_frag_t *frag)
 {
-    frag->owned_by_btl = true;
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind &&
-        0 == (frag->seg.flags & (OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW | OPAL_BTL_USNIC_SEG_FLAG_POSTED)) &&
-        !frag->queued) {
-        frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-    }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        opal_btl_usnic_seg_release_if_done(&fx->eng, &frag->seg);
-    } else if (!frag->queued && !frag->callback_pending) {
-        opal_btl_usnic_frag_return(&fx->eng, frag);
-    }
+    opal_btl_usnic_frag_free(&fx->eng, frag);
 }
 
 void fx_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep, mca_btl_base_descriptor_t *des,

@@ -517,6 +517,26 @@ int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t
     return OPAL_SUCCESS;
 }
 
+unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)
+{
+    for (unsigned i = 0; i < n; ++i) {
+        opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, 100, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+        fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 100, ep->tx.next_seq);
+        if (1 != fx_send(fx, ep, frag, 9)) {
+            return i;
+        }
+        if (NULL != segs) {
+            segs[i] = &frag->seg;
+        }
+    }
+    return n;
+}
+
+size_t fx_resend_len(fx_t *fx)
+{
+    return opal_list_get_size(&fx->eng.resend_segs);
+}
+
 void fx_free(fx_t *fx, opal_btl_usnic_send_frag_t *frag)
 {
     opal_btl_usnic_frag_free(&fx->eng, frag);

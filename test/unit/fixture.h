@@ -201,6 +201,29 @@ bool fx_all_recycled(fx_t *fx);
 
 /* Deterministic bytes: pattern of (|seed|, index) */
 void fx_fill(uint8_t *buf, size_t len, uint32_t seed);
+
+/* Is state flag |f| (POSTED, ACKED, IN_TIMER, ON_RESEND, IN_WINDOW) set on |seg|? */
+#define FX_FLAG(seg, f) (0 != ((seg)->flags & OPAL_BTL_USNIC_SEG_FLAG_##f))
+
+/**
+ * Send |n| tiny BTL-owned fragments (100 bytes, no callback) to |ep| at the
+ * fixture's clock; segs[i] (if |segs|) gets the segment holding sequence
+ * number first + i.  Returns how many took the fast path, stopping at the
+ * first that did not.
+ */
+unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs);
+
+/* fx_send_tiny() that fails the running test unless all |n| took the fast path */
+#define FX_SEND_TINY(fx, ep, n, segs)                                                     \
+    do {                                                                                  \
+        unsigned fx_sent_ = fx_send_tiny((fx), (ep), (n), (segs));                        \
+        if (fx_sent_ != (unsigned) (n)) {                                                 \
+            FAILF("tiny send %u did not take the fast path", fx_sent_);                   \
+        }                                                                                 \
+    } while (0)
+
+/* Segments waiting on the engine's resend list */
+size_t fx_resend_len(fx_t *fx);
 uint32_t fx_rand(uint64_t *state);
 
 #endif /* USNIC_UNIT_FIXTURE_H */

@@ -17,33 +17,10 @@
 #define ISN 1000u
 #define PEER_ISN 5000u
 
-#define FLAG(seg, f) (0 != ((seg)->flags & OPAL_BTL_USNIC_SEG_FLAG_##f))
-
-/* Send |n| tiny fragments (fast path, BTL-owned, no callback) to |ep|.
- * segs[i] gets the segment holding sequence number first + i. */
-static void send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)
-{
-    for (unsigned i = 0; i < n; ++i) {
-        opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, 100, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-        fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 100, ep->tx.next_seq);
-        int rc = fx_send(fx, ep, frag, 9);
-        if (1 != rc) {
-            FAILF("tiny send %u did not take the fast path (rc %d)", i, rc);
-        }
-        if (NULL != segs) {
-            segs[i] = &frag->seg;
-        }
-    }
-}
 
 static size_t small_avail(fx_t *fx)
 {
     return fx_free_list_available(&fx->eng.small_frags);
-}
-
-static size_t resend_len(fx_t *fx)
-{
-    return opal_list_get_size(&fx->eng.resend_segs);
 }
 
 /* ---------------- sender: ACK processing ---------------- */
@@ -55,7 +32,7 @@ static void test_ack_cumulative_release(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     size_t full = small_avail(&fx);
     opal_btl_usnic_send_seg_t *segs[5];
-    send_tiny(&fx, ep, 5, segs);
+    FX_SEND_TINY(&fx, ep, 5, segs);
     CHECK_EQ(fx.nposts, 5);
     for (unsigned i = 0; i < 5; ++i) {
         CHECK_EQ_U(fx_post_seq(&fx.posts[i]), ISN + i);
@@ -96,7 +73,7 @@ static void test_ack_release_across_wrap(void)
     const uint32_t isn = 0xfffffffdu;
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, isn, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[10];
-    send_tiny(&fx, ep, 10, segs);
+    FX_SEND_TINY(&fx, ep, 10, segs);
     CHECK_EQ_U(ep->tx.next_seq, 7);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, 0xffffffffu);
@@ -129,7 +106,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[8];
-    send_tiny(&fx, ep, 5, segs);
+    FX_SEND_TINY(&fx, ep, 5, segs);
     fx_complete_all(&fx);
 
     /* "I have everything before ISN", again: the receiver saw something beyond a hole */
@@ -140,15 +117,15 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     dup_acks(&fx, ep, ISN - 1, 1);
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
-    CHECK(FLAG(segs[0], ON_RESEND));
+    CHECK(FX_FLAG(segs[0], ON_RESEND));
     CHECK(!fx_is_armed(&fx, segs[0])); /* its timer stopped while it waits */
     CHECK(ep->timer.in_recovery);
     CHECK_EQ_U(ep->timer.recover, ISN + 4); /* everything sent so far */
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
     dup_acks(&fx, ep, ISN - 1, 3);
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD + 3);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1); /* a burst of duplicates is one retransmission */
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
 
     size_t before = fx.nposts;
     CHECK_EQ(fx_progress(&fx), 1);
@@ -160,13 +137,13 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_MEM(p->bytes, fx.posts[0].bytes, p->len);   /* same bytes as the first transmission */
     CHECK_EQ(segs[0]->retries, 1);
     CHECK(fx_is_armed(&fx, segs[0]));
-    CHECK(!FLAG(segs[0], ON_RESEND));
+    CHECK(!FX_FLAG(segs[0], ON_RESEND));
     CHECK_EQ_U(fx.eng.stats.num_resends, 1);
     fx_complete_all(&fx);
     /* more duplicates right after the retransmission: it is not overdue */
     dup_acks(&fx, ep, ISN - 1, 3);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
-    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx_resend_len(&fx), 0);
 
     /* everything ACKed: recovery is over */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
@@ -174,19 +151,19 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK(opal_btl_usnic_endpoint_drained(ep));
 
     /* a new value outside recovery: again one fast retransmit for it */
-    send_tiny(&fx, ep, 3, segs + 5);
+    FX_SEND_TINY(&fx, ep, 3, segs + 5);
     fx_complete_all(&fx);
     dup_acks(&fx, ep, ISN + 4, FX_DUPACK_THRESHOLD);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
-    CHECK(FLAG(segs[5], ON_RESEND));
+    CHECK(FX_FLAG(segs[5], ON_RESEND));
     CHECK_EQ_U(ep->timer.recover, ISN + 7);
     dup_acks(&fx, ep, ISN + 4, 2);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
 
     /* with nothing in flight an equal ACK is not a duplicate */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
-    CHECK_EQ(resend_len(&fx), 0); /* the queued one was ACKed: off the list */
+    CHECK_EQ(fx_resend_len(&fx), 0); /* the queued one was ACKed: off the list */
     uint64_t dups = fx.eng.stats.num_dup_acks;
     dup_acks(&fx, ep, ISN + 7, FX_DUPACK_THRESHOLD + 1);
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, dups);
@@ -202,7 +179,7 @@ static void test_ack_stale_ignored(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 5, NULL);
+    FX_SEND_TINY(&fx, ep, 5, NULL);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
     size_t avail = small_avail(&fx);
@@ -214,7 +191,7 @@ static void test_ack_stale_ignored(void)
     CHECK_EQ_U(ep->tx.acked_seq, ISN + 2);
     CHECK_EQ(small_avail(&fx), avail);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
-    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx_resend_len(&fx), 0);
     CHECK_EQ(fx.narmed, 2);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK(fx_all_recycled(&fx));
@@ -230,7 +207,7 @@ static void test_ack_beyond_sent_ignored_and_counted(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
     CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 1);
     CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
-    send_tiny(&fx, ep, 5, NULL);
+    FX_SEND_TINY(&fx, ep, 5, NULL);
     fx_complete_all(&fx);
     size_t avail = small_avail(&fx);
     static const uint32_t bogus[] = {ISN + 5, ISN + 8, ISN + 0x10000, ISN + 0x7ffffffeu};
@@ -263,7 +240,7 @@ static void test_ack_before_send_completion(void)
     size_t full_small = small_avail(&fx);
     size_t full_chunks = fx_free_list_available(&fx.eng.chunk_segs);
     opal_btl_usnic_send_seg_t *segs[1];
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     /* a large fragment too: 3 chunks */
     opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 3000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     fx_fill((uint8_t *) big->pack_buf, 3000, 77);
@@ -273,9 +250,9 @@ static void test_ack_before_send_completion(void)
     CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), full_chunks - 3);
 
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
-    CHECK(FLAG(segs[0], ACKED));
-    CHECK(FLAG(segs[0], POSTED));
-    CHECK(!FLAG(segs[0], IN_WINDOW));
+    CHECK(FX_FLAG(segs[0], ACKED));
+    CHECK(FX_FLAG(segs[0], POSTED));
+    CHECK(!FX_FLAG(segs[0], IN_WINDOW));
     CHECK(!fx_is_armed(&fx, segs[0]));
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
     CHECK_EQ(small_avail(&fx), full_small - 1);                          /* still held */
@@ -329,27 +306,27 @@ static void test_ack_while_queued_for_retransmit(void)
         fx_init(&fx, NULL);
         opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
         opal_btl_usnic_send_seg_t *segs[3];
-        send_tiny(&fx, ep, 3, segs);
+        FX_SEND_TINY(&fx, ep, 3, segs);
         fx_complete_all(&fx);
         CHECK(fx_run_to_timeout(&fx)); /* the oldest times out */
-        CHECK(FLAG(segs[0], ON_RESEND));
-        CHECK_EQ(resend_len(&fx), 1);
+        CHECK(FX_FLAG(segs[0], ON_RESEND));
+        CHECK_EQ(fx_resend_len(&fx), 1);
         CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
         size_t before = fx.nposts;
         if (partial) {
             /* ACK of the queued one only: off the list, and (partial ACK
              * in recovery) the next hole goes out at once instead */
             opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
-            CHECK(!FLAG(segs[0], ON_RESEND));
-            CHECK(FLAG(segs[1], ON_RESEND));
-            CHECK_EQ(resend_len(&fx), 1);
+            CHECK(!FX_FLAG(segs[0], ON_RESEND));
+            CHECK(FX_FLAG(segs[1], ON_RESEND));
+            CHECK_EQ(fx_resend_len(&fx), 1);
             CHECK_EQ(fx_progress(&fx), 1);
             CHECK_EQ(fx.nposts, before + 1);
             CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[1]);
         } else {
             opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-            CHECK(!FLAG(segs[0], ON_RESEND));
-            CHECK_EQ(resend_len(&fx), 0);
+            CHECK(!FX_FLAG(segs[0], ON_RESEND));
+            CHECK_EQ(fx_resend_len(&fx), 0);
             CHECK(!ep->timer.in_recovery);
             CHECK_EQ(fx_progress(&fx), 0);
             CHECK_EQ(fx.nposts, before);
@@ -371,33 +348,33 @@ static void test_ack_while_queued_and_posted(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     size_t full = small_avail(&fx);
     opal_btl_usnic_send_seg_t *segs[3];
-    send_tiny(&fx, ep, 3, segs);
+    FX_SEND_TINY(&fx, ep, 3, segs);
     /* no completions yet; duplicate ACKs */
     dup_acks(&fx, ep, ISN - 1, FX_DUPACK_THRESHOLD);
-    CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], POSTED));
+    CHECK_EQ(fx_resend_len(&fx), 1);
     CHECK_EQ(fx_progress(&fx), 0); /* still posted */
     CHECK_EQ(fx.nposts, 3);
     /* its timer does not run while it waits: no expiry queues anything else */
     fx_set_time(&fx, 10 * FX_RTO_INITIAL);
     CHECK_EQ(fx_progress(&fx), 0);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
     fx_complete(&fx, segs[1]);
     CHECK_EQ(fx_progress(&fx), 0);
     fx_complete(&fx, segs[0]);
     CHECK_EQ(fx_progress(&fx), 1); /* seg 0 now */
     CHECK_PTR_EQ(fx_last_post(&fx)->seg, segs[0]);
-    CHECK(FLAG(segs[0], POSTED));
+    CHECK(FX_FLAG(segs[0], POSTED));
     /* once overdue, a later duplicate queues it again while it is still posted */
     fx_set_time(&fx, fx.now + FX_RTO_MIN);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN - 1);
-    CHECK(FLAG(segs[0], ON_RESEND) && FLAG(segs[0], POSTED));
+    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], POSTED));
     CHECK_EQ(fx_progress(&fx), 0);
     /* ACK everything while seg 0 is queued and posted */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK_EQ(resend_len(&fx), 0);
-    CHECK(!FLAG(segs[0], ON_RESEND));
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    CHECK(!FX_FLAG(segs[0], ON_RESEND));
     CHECK_EQ(small_avail(&fx), full - 2); /* seg 0 and seg 2 still held by the provider */
     fx_complete_all(&fx);
     CHECK_EQ(fx_progress(&fx), 0);
@@ -415,7 +392,7 @@ static void test_timer_expiry_then_resend(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[3];
     fx_set_time(&fx, 50);
-    send_tiny(&fx, ep, 3, segs);
+    FX_SEND_TINY(&fx, ep, 3, segs);
     for (int i = 0; i < 3; ++i) {
         CHECK_EQ_U(segs[i]->sent_time, 50);
         CHECK_EQ_U(segs[i]->deadline, 50 + FX_RTO_INITIAL);
@@ -430,18 +407,18 @@ static void test_timer_expiry_then_resend(void)
     /* at the deadline: the oldest only */
     fx_set_time(&fx, 50 + FX_RTO_INITIAL);
     opal_btl_usnic_engine_expire(&fx.eng);
-    CHECK(FLAG(segs[0], ON_RESEND));
-    CHECK(!FLAG(segs[0], IN_TIMER));
+    CHECK(FX_FLAG(segs[0], ON_RESEND));
+    CHECK(!FX_FLAG(segs[0], IN_TIMER));
     CHECK(!fx_is_armed(&fx, segs[0]));
-    CHECK(!FLAG(segs[1], ON_RESEND) && FLAG(segs[1], IN_TIMER));
-    CHECK(!FLAG(segs[2], ON_RESEND) && FLAG(segs[2], IN_TIMER));
+    CHECK(!FX_FLAG(segs[1], ON_RESEND) && FX_FLAG(segs[1], IN_TIMER));
+    CHECK(!FX_FLAG(segs[2], ON_RESEND) && FX_FLAG(segs[2], IN_TIMER));
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     CHECK_EQ(ep->timer.backoff, 1);
     CHECK(ep->timer.in_recovery);
     /* a second expiry report does not queue it twice */
     opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
     CHECK_EQ(fx.nposts, 3);
 
     CHECK_EQ(fx_progress(&fx), 1);
@@ -467,8 +444,8 @@ static void test_timer_expiry_then_resend(void)
     opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     /* (the ACK was partial: seg 1 is the next hole and queued at once) */
-    CHECK(FLAG(segs[1], ON_RESEND));
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK(FX_FLAG(segs[1], ON_RESEND));
+    CHECK_EQ(fx_resend_len(&fx), 1);
     fx_complete_all(&fx);
     CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
@@ -476,7 +453,7 @@ static void test_timer_expiry_then_resend(void)
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
     /* the ACK of seg 1 is partial too: seg 2 goes out at once */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
-    CHECK(FLAG(segs[2], ON_RESEND));
+    CHECK(FX_FLAG(segs[2], ON_RESEND));
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
@@ -486,7 +463,7 @@ static void test_timer_expiry_then_resend(void)
         CHECK(fx_run_to_timeout(&fx));
         CHECK_EQ_U(fx.now - last, (uint64_t) FX_RTO_INITIAL << round);
         last = fx.now;
-        CHECK(FLAG(segs[2], ON_RESEND));
+        CHECK(FX_FLAG(segs[2], ON_RESEND));
         CHECK_EQ(fx_progress(&fx), 1);
         fx_complete_all(&fx);
     }
@@ -539,11 +516,11 @@ static void test_max_resends_per_iteration(void)
     opal_btl_usnic_endpoint_t *eps[10];
     for (uint32_t i = 0; i < 10; ++i) {
         eps[i] = fx_ep_new(&fx, PEER + i, 16, ISN + 100 * i, PEER_ISN);
-        send_tiny(&fx, eps[i], 1, NULL);
+        FX_SEND_TINY(&fx, eps[i], 1, NULL);
     }
     fx_complete_all(&fx);
     CHECK(fx_run_to_timeout(&fx)); /* all ten oldest segments share the deadline */
-    CHECK_EQ(resend_len(&fx), 10);
+    CHECK_EQ(fx_resend_len(&fx), 10);
     unsigned seen[10] = {0};
     static const int per_pass[] = {3, 3, 3, 1, 0};
     for (int pass = 0; pass < 5; ++pass) {
@@ -581,25 +558,25 @@ static void test_resend_credit_and_backpressure(void)
     opal_btl_usnic_endpoint_t *eps[5];
     for (uint32_t i = 0; i < 5; ++i) {
         eps[i] = fx_ep_new(&fx, PEER + i, 16, ISN + i, PEER_ISN);
-        send_tiny(&fx, eps[i], 1, NULL); /* priority channel */
+        FX_SEND_TINY(&fx, eps[i], 1, NULL); /* priority channel */
     }
     fx_complete_all(&fx);
     CHECK(fx_run_to_timeout(&fx));
-    CHECK_EQ(resend_len(&fx), 5);
+    CHECK_EQ(fx_resend_len(&fx), 5);
     CHECK_EQ(fx_progress(&fx), 2); /* two data credits */
     CHECK_EQ(fx_progress(&fx), 0);
-    CHECK_EQ(resend_len(&fx), 3);
+    CHECK_EQ(fx_resend_len(&fx), 3);
     fx_complete_all(&fx);
     fx.fail_count = 1; /* EAGAIN on the next post */
     CHECK_EQ(fx_progress(&fx), 0);
-    CHECK_EQ(resend_len(&fx), 3);
+    CHECK_EQ(fx_resend_len(&fx), 3);
     CHECK_EQ_U(fx.eng.stats.num_send_eagain, 1);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 2);
     CHECK_EQ(fx_progress(&fx), 2);
     fx_complete_all(&fx);
     CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
-    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx_resend_len(&fx), 0);
     unsigned seen[5] = {0};
     for (size_t i = 5; i < fx.nposts; ++i) {
         ++seen[fx_post_seq(&fx.posts[i]) - ISN];
@@ -618,7 +595,7 @@ static void test_ack_piggybacked_in_peer_data(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 4, NULL);
+    FX_SEND_TINY(&fx, ep, 4, NULL);
     fx_complete_all(&fx);
     uint8_t buf[128];
     size_t len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN, 3, "hi", 2);
@@ -732,7 +709,7 @@ static void test_ack_piggyback_clears_debt(void)
     uint32_t value = 0;
     rx_frag(&fx, PEER_ISN);
     rx_frag(&fx, PEER_ISN + 1);
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     REQUIRE_EQ(fx.nposts, 1);
     const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[0]);
     CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_FRAG);
@@ -746,7 +723,7 @@ static void test_ack_piggyback_clears_debt(void)
     }
     CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
     /* nothing owed: the next data segment repeats the ACK without ACK_NEW */
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
     CHECK_EQ(fx_post_hdr(fx_last_post(&fx))->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW, 0);
 
@@ -833,7 +810,7 @@ static void test_ack_waits_for_priority_credit(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
     size_t cur = 0;
     uint32_t value = 0;
-    send_tiny(&fx, ep, 1, NULL); /* takes the only priority credit */
+    FX_SEND_TINY(&fx, ep, 1, NULL); /* takes the only priority credit */
     rx_frag(&fx, PEER_ISN);
     for (int i = 0; i < 5; ++i) {
         opal_btl_usnic_engine_progress(&fx.eng);
@@ -914,7 +891,7 @@ static void test_ack_urgent_after_quarter_window(void)
     for (uint32_t i = 8; i < 11; ++i) {
         rx_frag(&fx, PEER_ISN + i);
     }
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     rx_frag(&fx, PEER_ISN + 11);
     opal_btl_usnic_engine_progress(&fx.eng);
     CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);

@@ -29,29 +29,6 @@
 #define PEER_ISN 9000u
 #define OWN MCA_BTL_DES_FLAGS_BTL_OWNERSHIP
 
-#define FLAG(seg, f) (0 != ((seg)->flags & OPAL_BTL_USNIC_SEG_FLAG_##f))
-
-/* Send |n| tiny fragments (BTL-owned, no callback) to |ep| at the owner's
- * clock; segs[i] gets the segment holding sequence number first + i. */
-static void send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)
-{
-    for (unsigned i = 0; i < n; ++i) {
-        opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, 100, OWN);
-        fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 100, ep->tx.next_seq);
-        int rc = fx_send(fx, ep, frag, 9);
-        if (1 != rc) {
-            FAILF("tiny send %u did not take the fast path (rc %d)", i, rc);
-        }
-        if (NULL != segs) {
-            segs[i] = &frag->seg;
-        }
-    }
-}
-
-static size_t resend_len(fx_t *fx)
-{
-    return opal_list_get_size(&fx->eng.resend_segs);
-}
 
 static opal_btl_usnic_engine_params_t params(uint64_t rto_initial, uint64_t rto_min, uint64_t rto_max,
                                              uint64_t peer_timeout)
@@ -239,7 +216,7 @@ static void test_rto_from_acks(void)
     CHECK_EQ_U(ep->timer.rto, FX_RTO_INITIAL);
     CHECK_EQ_U(ep->timer.srtt, 0);
     opal_btl_usnic_send_seg_t *segs[3];
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     CHECK_EQ_U(segs[0]->deadline, FX_RTO_INITIAL); /* before any sample: rto_initial */
     fx_complete_all(&fx);
     fx_set_time(&fx, 300);
@@ -249,12 +226,12 @@ static void test_rto_from_acks(void)
     CHECK_EQ_U(ep->timer.rto, 900);
     /* the next segment uses it */
     fx_set_time(&fx, 400);
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     CHECK_EQ_U(segs[0]->deadline, 400 + 900);
     CHECK_LE_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 400 + 900); /* early is allowed, late is not */
     /* a cumulative ACK samples its newest segment */
     fx_set_time(&fx, 450);
-    send_tiny(&fx, ep, 1, segs + 1);
+    FX_SEND_TINY(&fx, ep, 1, segs + 1);
     fx_complete_all(&fx);
     fx_set_time(&fx, 550);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
@@ -263,7 +240,7 @@ static void test_rto_from_acks(void)
     CHECK_EQ_U(ep->timer.rto, ep->timer.srtt + 4 * ep->timer.rttvar);
     /* duplicate and stale ACKs give no sample */
     uint64_t srtt = ep->timer.srtt;
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     fx_set_time(&fx, 5000);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
@@ -283,7 +260,7 @@ static void test_karn_no_sample_from_retransmissions(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[2];
     /* one segment, retransmitted once, then ACKed: ambiguous */
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     fx_complete_all(&fx);
     CHECK_EQ_U(timeout_and_resend(&fx), FX_RTO_INITIAL);
     CHECK_EQ(segs[0]->retries, 1);
@@ -297,7 +274,7 @@ static void test_karn_no_sample_from_retransmissions(void)
      * and the segment behind it, which was sent once: that segment waited
      * for the repair, not for the path, so no sample either */
     fx_set_time(&fx, 10000);
-    send_tiny(&fx, ep, 2, segs);
+    FX_SEND_TINY(&fx, ep, 2, segs);
     fx_complete_all(&fx);
     CHECK_EQ_U(timeout_and_resend(&fx), 10000 + FX_RTO_INITIAL);
     CHECK(ep->timer.in_recovery);
@@ -309,7 +286,7 @@ static void test_karn_no_sample_from_retransmissions(void)
 
     /* a clean exchange afterwards samples again */
     fx_set_time(&fx, 20000);
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     fx_complete_all(&fx);
     fx_set_time(&fx, 20070);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
@@ -331,7 +308,7 @@ static void test_backoff_schedule_and_reset(void)
     fx_init(&fx, &p);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[2];
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     fx_complete_all(&fx);
     static const uint64_t want[] = {1000, 2000, 4000, 8000, 16000, 16000, 16000};
     uint64_t last = 0;
@@ -348,7 +325,7 @@ static void test_backoff_schedule_and_reset(void)
     CHECK_EQ_U(fx.eng.stats.num_resends, 7);
     /* a new segment sent now waits the backed-off timeout too */
     fx_set_time(&fx, last + 10);
-    send_tiny(&fx, ep, 1, segs + 1);
+    FX_SEND_TINY(&fx, ep, 1, segs + 1);
     CHECK_EQ_U(segs[1]->deadline, last + 10 + 16000);
     /* the ACK advances: back-off gone (no sample: the ACKed segment was
      * retransmitted, so the RTO is unchanged) */
@@ -363,7 +340,7 @@ static void test_backoff_schedule_and_reset(void)
     CHECK_EQ_U(ep->timer.rto, 200);
     /* the next timeouts are 1x, 2x the RTO again */
     fx_set_time(&fx, 200000);
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     fx_complete_all(&fx);
     CHECK_EQ_U(segs[0]->deadline, 200000 + 200);
     CHECK_EQ_U(timeout_and_resend(&fx), 200200);
@@ -390,14 +367,14 @@ static void test_timeout_retransmits_only_oldest(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[8];
-    send_tiny(&fx, ep, 8, segs);
+    FX_SEND_TINY(&fx, ep, 8, segs);
     fx_complete_all(&fx);
     CHECK(fx_expire_next(&fx));
     CHECK_EQ_U(fx.now, FX_RTO_INITIAL);
-    CHECK_EQ(resend_len(&fx), 1);
-    CHECK(FLAG(segs[0], ON_RESEND));
+    CHECK_EQ(fx_resend_len(&fx), 1);
+    CHECK(FX_FLAG(segs[0], ON_RESEND));
     for (int i = 1; i < 8; ++i) {
-        CHECK(FLAG(segs[i], IN_TIMER) && !FLAG(segs[i], ON_RESEND));
+        CHECK(FX_FLAG(segs[i], IN_TIMER) && !FX_FLAG(segs[i], ON_RESEND));
         CHECK_LE_U(segs[i]->deadline, fx.now); /* due, but not the oldest */
     }
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
@@ -422,11 +399,11 @@ static void test_timeout_retransmits_only_oldest(void)
 
     /* several endpoints: each one's oldest, nothing more */
     opal_btl_usnic_endpoint_t *e2 = fx_ep_new(&fx, PEER + 1, 8, 77, PEER_ISN);
-    send_tiny(&fx, ep, 3, NULL);
-    send_tiny(&fx, e2, 3, NULL);
+    FX_SEND_TINY(&fx, ep, 3, NULL);
+    FX_SEND_TINY(&fx, e2, 3, NULL);
     fx_complete_all(&fx);
     CHECK(fx_run_to_timeout(&fx));
-    CHECK_EQ(resend_len(&fx), 2);
+    CHECK_EQ(fx_resend_len(&fx), 2);
     size_t before = fx.nposts;
     CHECK_EQ(fx_progress(&fx), 2);
     CHECK_EQ_U(fx_post_seq(&fx.posts[before]) == ISN + 8 || fx_post_seq(&fx.posts[before]) == 77, 1);
@@ -447,7 +424,7 @@ static void test_partial_ack_retransmits_next_hole(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[8];
-    send_tiny(&fx, ep, 5, segs);
+    FX_SEND_TINY(&fx, ep, 5, segs);
     fx_complete_all(&fx);
     CHECK_EQ_U(timeout_and_resend(&fx), FX_RTO_INITIAL);
     CHECK(ep->timer.in_recovery);
@@ -458,7 +435,7 @@ static void test_partial_ack_retransmits_next_hole(void)
         fx_set_time(&fx, t);
         size_t before = fx.nposts;
         opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + k);
-        CHECK(FLAG(segs[k + 1], ON_RESEND));
+        CHECK(FX_FLAG(segs[k + 1], ON_RESEND));
         CHECK_EQ_U(fx.eng.stats.num_fast_retrans, k + 1);
         CHECK_EQ(fx_progress(&fx), 1);
         REQUIRE_EQ(fx.nposts, before + 1);
@@ -468,13 +445,13 @@ static void test_partial_ack_retransmits_next_hole(void)
     }
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     /* reaching |recover| ends recovery: later ACKs retransmit nothing */
-    send_tiny(&fx, ep, 2, segs + 5);
+    FX_SEND_TINY(&fx, ep, 2, segs + 5);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK(!ep->timer.in_recovery);
     fx_set_time(&fx, t + 5000);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
-    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx_resend_len(&fx), 0);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 4);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 6);
     CHECK(fx_all_recycled(&fx));
@@ -492,9 +469,9 @@ static void test_partial_ack_spares_recent_hole(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
     opal_btl_usnic_send_seg_t *segs[4];
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     fx_set_time(&fx, FX_RTO_INITIAL - 50);
-    send_tiny(&fx, ep, 1, segs + 1); /* sent 50 us before the oldest times out */
+    FX_SEND_TINY(&fx, ep, 1, segs + 1); /* sent 50 us before the oldest times out */
     fx_complete_all(&fx);
     CHECK(fx_expire_next(&fx));
     CHECK_EQ(fx_progress(&fx), 1);
@@ -502,14 +479,14 @@ static void test_partial_ack_spares_recent_hole(void)
     fx_set_time(&fx, fx.now + 10);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* partial: recover is ISN + 1 */
     CHECK(ep->timer.in_recovery);
-    CHECK(!FLAG(segs[1], ON_RESEND)); /* 60 us old < rto_min (no RTT estimate yet) */
-    CHECK(FLAG(segs[1], IN_TIMER));
+    CHECK(!FX_FLAG(segs[1], ON_RESEND)); /* 60 us old < rto_min (no RTT estimate yet) */
+    CHECK(FX_FLAG(segs[1], IN_TIMER));
     CHECK_LE_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[1]->deadline);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     /* it times out on its own deadline instead */
     CHECK(fx_run_to_timeout(&fx));
     CHECK_EQ_U(fx.now, segs[1]->sent_time + FX_RTO_INITIAL);
-    CHECK(FLAG(segs[1], ON_RESEND));
+    CHECK(FX_FLAG(segs[1], ON_RESEND));
     CHECK_EQ(fx_progress(&fx), 1);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
@@ -533,7 +510,7 @@ static void test_dup_ack_overdue_retransmits_again(void)
         uint64_t overdue = FX_RTO_MIN; /* no estimate yet */
         uint32_t first = ISN;
         if (with_estimate) {
-            send_tiny(&fx, ep, 1, NULL);
+            FX_SEND_TINY(&fx, ep, 1, NULL);
             fx_complete_all(&fx);
             fx_set_time(&fx, 40);
             opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* srtt 40, rttvar 20 */
@@ -541,7 +518,7 @@ static void test_dup_ack_overdue_retransmits_again(void)
             first = ISN + 1;
         }
         fx_set_time(&fx, 1000);
-        send_tiny(&fx, ep, 4, segs);
+        FX_SEND_TINY(&fx, ep, 4, segs);
         fx_complete_all(&fx);
         fx_set_time(&fx, 1010);
         for (int i = 0; i < FX_DUPACK_THRESHOLD; ++i) {
@@ -550,7 +527,7 @@ static void test_dup_ack_overdue_retransmits_again(void)
         CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
         /* while it waits on the resend list, more duplicates add nothing */
         opal_btl_usnic_handle_ack(&fx.eng, ep, first - 1);
-        CHECK_EQ(resend_len(&fx), 1);
+        CHECK_EQ(fx_resend_len(&fx), 1);
         CHECK_EQ(fx_progress(&fx), 1);
         fx_complete_all(&fx);
         CHECK_EQ_U(segs[0]->sent_time, 1010);
@@ -560,11 +537,11 @@ static void test_dup_ack_overdue_retransmits_again(void)
             fx_set_time(&fx, sent + overdue - 1);
             opal_btl_usnic_handle_ack(&fx.eng, ep, first - 1);
             opal_btl_usnic_handle_ack(&fx.eng, ep, first - 1);
-            CHECK_EQ(resend_len(&fx), 0);
+            CHECK_EQ(fx_resend_len(&fx), 0);
             CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1 + round);
             fx_set_time(&fx, sent + overdue);
             opal_btl_usnic_handle_ack(&fx.eng, ep, first - 1);
-            CHECK(FLAG(segs[0], ON_RESEND));
+            CHECK(FX_FLAG(segs[0], ON_RESEND));
             CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2 + round);
             CHECK_EQ(fx_progress(&fx), 1);
             fx_complete_all(&fx);
@@ -708,7 +685,7 @@ static void test_peer_timeout_fires_once(void)
     fx_init(&fx, &p);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 2, ISN, PEER_ISN); /* the 2nd 1000-byte frag waits */
     fx_set_time(&fx, 500);
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     CHECK_EQ_U(ep->timer.last_ack_time, 500); /* data started to flow */
     fx_cb_t cbs[2];
     memset(cbs, 0, sizeof(cbs));
@@ -739,7 +716,7 @@ static void test_peer_timeout_fires_once(void)
     CHECK_EQ(cbs[0].status, OPAL_SUCCESS);
     CHECK_EQ(cbs[1].calls, 1); /* still queued when the peer failed */
     CHECK_EQ(cbs[1].status, OPAL_ERR_UNREACH);
-    CHECK_EQ(resend_len(&fx), 0);
+    CHECK_EQ(fx_resend_len(&fx), 0);
     CHECK(!ep->tx.on_flight_list);
     /* nothing more: no calls, no posts, no timer */
     size_t posts = fx.nposts;
@@ -773,7 +750,7 @@ static void test_peer_timeout_not_while_acks_advance(void)
     for (uint64_t t = 0; t <= 300000; t += 100) {
         fx_set_time(&fx, t);
         if (0 == t % 1000) {
-            send_tiny(&fx, ep, 1, NULL);
+            FX_SEND_TINY(&fx, ep, 1, NULL);
         }
         if (t - last_advance >= pt - 100) {
             /* ACK all but the newest: data stays in flight */
@@ -812,7 +789,7 @@ static void test_peer_timeout_idle_endpoint(void)
     fx_t fx;
     fx_init(&fx, &p);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     fx_complete_all(&fx);
     fx_set_time(&fx, 100);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
@@ -832,7 +809,7 @@ static void test_peer_timeout_idle_endpoint(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
     /* data again after a long pause: no instant death */
     fx_set_time(&fx, 2000000);
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     CHECK_EQ_U(ep->timer.last_ack_time, 2000000);
     fx_complete_all(&fx);
     for (uint64_t t = 2000000; t < 2000000 + pt; t += 100) {
@@ -871,7 +848,7 @@ static void test_bug_peer_timeout_late_after_retransmission(void)
     fx_t fx;
     fx_init(&fx, &p);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    send_tiny(&fx, ep, 1, NULL);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
     fx_complete_all(&fx);
     /* the owner sleeps until next_deadline each time */
     unsigned late_steps = 0;
@@ -922,7 +899,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     /* data, ACKed before its timer: later passes (even past the stale
      * next_deadline) retransmit nothing and end with no deadline at all */
     fx_set_time(&fx, 5000);
-    send_tiny(&fx, ep, 3, NULL);
+    FX_SEND_TINY(&fx, ep, 3, NULL);
     fx_complete_all(&fx);
     fx_set_time(&fx, 5100);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
@@ -935,10 +912,10 @@ static void test_no_timer_while_nothing_in_flight(void)
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
     /* and ACKed while queued for retransmission: nothing goes out later */
     fx_set_time(&fx, 600000);
-    send_tiny(&fx, ep, 2, NULL);
+    FX_SEND_TINY(&fx, ep, 2, NULL);
     fx_complete_all(&fx);
     CHECK(fx_run_to_timeout(&fx));
-    CHECK_EQ(resend_len(&fx), 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     size_t posts = fx.nposts;
     for (uint64_t t = fx.now; t < 2000000; t += 4999) {
@@ -969,7 +946,7 @@ static void test_send_paths_use_owner_clock(void)
     fx.now = 5000;
     CHECK_EQ_U(fx.eng.now, 0);
     opal_btl_usnic_send_seg_t *segs[1];
-    send_tiny(&fx, ep, 1, segs);
+    FX_SEND_TINY(&fx, ep, 1, segs);
     CHECK_EQ_U(segs[0]->sent_time, 5000);
     CHECK_EQ_U(segs[0]->deadline, 5000 + FX_RTO_INITIAL);
     fx.now = 5100;

@@ -121,11 +121,14 @@ else
 fi
 
 # --- 8. peers with different tiny limits agree on the smaller one ---
+# (a datagram too big for the receiver's priority buffers would arrive
+# truncated and be counted as an invalid drop; a retransmission alone may
+# be a harmless spurious timeout on a busy host, so it is not the signal)
 out=$(timeout 60 "${MPIRUN[@]}" --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
       -np 1 -x OMPI_MCA_btl_usnic_priority_limit=200 "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "btl:usnic final stats" <<<"$out") -eq 2 ]] &&
-   ! grep "btl:usnic final stats" <<<"$out" | grep -q "drop_truncated\|resends="; then
+   ! grep "btl:usnic final stats" <<<"$out" | grep -q "drop_truncated\|invalid_recvs"; then
     ok "ranks with different priority_limit interoperate"
 else
     bad "different priority_limit per rank (rc=$rc)" "$out"

@@ -331,6 +331,8 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->payload_len = opal_btl_usnic_wire16((uint16_t) payload_len);
     hdr->tag = tag;
     hdr->flags = 0;
+    hdr->credit = 0;
+    hdr->reserved = 0;
 }
 
 #endif /* OPAL_BTL_USNIC_ENGINE_H */

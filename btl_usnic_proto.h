@@ -23,6 +23,8 @@
  *  +---------------+---------------+---------------+---------------+
  *  |         payload length        |    PML tag    |     flags     |
  *  +---------------+---------------+---------------+---------------+
+ *  |  credit (segments past ACK)   |      reserved (zero)          |
+ *  +---------------+---------------+---------------+---------------+
  *  chunk segments only:
  *  +---------------+---------------+---------------+---------------+
  *  |                          fragment id                          |
@@ -70,6 +72,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint16_t payload_len;
     uint8_t tag;
     uint8_t flags;
+    uint16_t credit;   /* with FLAG_ACK: the sender may send up to ack_seq + credit */
+    uint16_t reserved; /* zero; keeps the payload 4-byte aligned */
 } opal_btl_usnic_hdr_t;
 
 typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
@@ -79,8 +83,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
     uint32_t frag_offset;
 } opal_btl_usnic_chunk_hdr_t;
 
-_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 24, "wire header size");
-_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 36, "chunk header size");
+_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 28, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 40, "chunk header size");
 
 static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
 {

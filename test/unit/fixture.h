@@ -47,11 +47,11 @@
 #define FX_MTU 1472
 #define FX_TINY_MTU 768
 #define FX_MAX_SEND 65536
-#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 24 */
-#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 36 */
-#define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1448 */
-#define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1436 */
-#define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 744 */
+#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 28 */
+#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 40 */
+#define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1444 */
+#define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1432 */
+#define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 740 */
 #define FX_MAX_PEERS 16
 /* Retransmission timing (us) unless a test says otherwise; no peer timeout */
 #define FX_RTO_INITIAL 1000

@@ -355,8 +355,9 @@ static const opal_btl_usnic_wire_ops_t sim_wire = {
 
 /* ---------------- traffic ---------------- */
 
-static const size_t frag_sizes[] = {0,    1,    7,    64,   200,  744,   745,   1000,  1448,
-                                    1449, 2000, 2872, 2873, 5000, 9000, 16384, 30000, 65536};
+static const size_t frag_sizes[] = {0, 1, 7, 64, 200, FX_MAX_TINY_PAYLOAD, FX_MAX_TINY_PAYLOAD + 1, 1000,
+                                    FX_MAX_FRAG_PAYLOAD, FX_MAX_FRAG_PAYLOAD + 1, 2000, 2 * FX_MAX_CHUNK_PAYLOAD,
+                                    2 * FX_MAX_CHUNK_PAYLOAD + 1, 5000, 9000, 16384, 30000, 65536};
 #define NSIZES (sizeof(frag_sizes) / sizeof(frag_sizes[0]))
 
 enum { PATH_OWNED, PATH_OWNED_ALWAYS, PATH_PML_OWNED, PATH_PREPARE, PATH_SENDI, NPATHS };

@@ -324,20 +324,20 @@ static void test_reassembly_rejects_bad_chunks(void)
     uint64_t bad = 0;
 
     /* start fragment 1: 3000 bytes, chunk at offset 0 (seq 0) */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0, 1, 1, 3000, 0, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0, 1, 1, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(ep->rx.next_expected, 1);
 
     /* same id, another total size: corrupt */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 4000, 1436, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 4000, FX_MAX_CHUNK_PAYLOAD, data, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
     /* beyond the fragment's end */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, 2000, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, 2000, data, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
     /* a new fragment larger than max_send_size */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 5, 1, 2, FX_MAX_SEND + 1, 0, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 5, 1, 2, FX_MAX_SEND + 1, 0, data, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
     /* fragment id 0 (marks a free slot) */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 6, 1, 0, 3000, 0, data, 1436));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 6, 1, 0, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, ++bad);
     /* zero-length chunk */
     fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 7, 1, 3, 3000, 0, data, 0));
@@ -352,8 +352,9 @@ static void test_reassembly_rejects_bad_chunks(void)
     CHECK_EQ(fx.ndels, 0);
     CHECK_EQ(opal_btl_usnic_seq_classify(ep, 1), OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER);
     /* the genuine chunks still complete the fragment */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, 1436, data, 1436));
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 2, 1, 1, 3000, 2872, data, 128));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 1, 1, 1, 3000, FX_MAX_CHUNK_PAYLOAD, data, FX_MAX_CHUNK_PAYLOAD));
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 2, 1, 1, 3000, 2 * FX_MAX_CHUNK_PAYLOAD, data,
+                                     3000 - 2 * FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ(fx.ndels, 1);
     fx_fini(&fx);
 }
@@ -448,7 +449,7 @@ static void test_reassembly_overlapping_chunk_rejected(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 0);
-    big_t b = {3000, 1, NULL}; /* chunks: [0,1436) seq 0, [1436,2872) seq 1, [2872,3000) seq 2 */
+    big_t b = {3000, 1, NULL}; /* three chunks: seq 0, 1, 2 (the last one short) */
     b.data = (uint8_t *) malloc(b.size);
     fx_fill(b.data, b.size, 11);
     uint8_t *evil = (uint8_t *) malloc(b.size);
@@ -457,16 +458,17 @@ static void test_reassembly_overlapping_chunk_rejected(void)
     uint8_t buf[FX_MTU];
     fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 0, 1));
     CHECK(opal_btl_usnic_rx_frag_has(&ep->rx.frags[1], 0));
-    CHECK(!opal_btl_usnic_rx_frag_has(&ep->rx.frags[1], 1436));
+    CHECK(!opal_btl_usnic_rx_frag_has(&ep->rx.frags[1], FX_MAX_CHUNK_PAYLOAD));
     /* seq 3: claims fragment 1 at offset 0 again, other bytes */
     fx_recv(&fx, buf, chunk_seg(buf, &e, 0, 3, 1));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 1);
     CHECK_EQ(opal_btl_usnic_seq_classify(ep, 3), OPAL_BTL_USNIC_SEQ_NEW_OOO); /* not accepted */
     /* seq 4: a misaligned chunk overlapping both the received and the missing range */
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 4, 1, 1, 3000, 718, evil, 1436));
+    fx_recv(&fx, buf,
+            fx_build_chunk(buf, FX_COOKIE, PEER, 4, 1, 1, 3000, FX_MAX_CHUNK_PAYLOAD / 2, evil, FX_MAX_CHUNK_PAYLOAD));
     CHECK_EQ_U(fx.eng.stats.num_drop_bad_chunk, 2);
     CHECK_EQ(opal_btl_usnic_seq_classify(ep, 4), OPAL_BTL_USNIC_SEQ_NEW_OOO);
-    CHECK_EQ(ep->rx.frags[1].bytes_left, 3000 - 1436);
+    CHECK_EQ(ep->rx.frags[1].bytes_left, 3000 - FX_MAX_CHUNK_PAYLOAD);
     CHECK_EQ(fx.ndels, 0);
     fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 2, 1));
     /* seq 5: the last piece again */

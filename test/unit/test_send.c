@@ -657,17 +657,18 @@ static void test_send_interop_different_mtus(void)
             f = fx_alloc(&a, ab, 1460, OWN);
             CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_LARGE);
             fx_free(&a, f);
-            f = fx_prepare_src(&a, ab, 8, data, 1440, OWN);
+            f = fx_prepare_src(&a, ab, 8, data, FX_MAX_FRAG_PAYLOAD - 8, OWN);
             CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_SMALL);
             fx_free(&a, f);
-            f = fx_prepare_src(&a, ab, 8, data, 1441, OWN);
+            f = fx_prepare_src(&a, ab, 8, data, FX_MAX_FRAG_PAYLOAD - 7, OWN);
             CHECK_EQ(f->kind, OPAL_BTL_USNIC_FRAG_LARGE);
             fx_free(&a, f);
-            CHECK_EQ(fx_sendi(&a, ab, data, 8, data, 1441, 1), OPAL_ERR_RESOURCE_BUSY);
+            CHECK_EQ(fx_sendi(&a, ab, data, 8, data, FX_MAX_FRAG_PAYLOAD - 7, 1), OPAL_ERR_RESOURCE_BUSY);
             CHECK_EQ(a.nposts, 0);
         }
         /* A -> B: every kind of fragment */
-        static const size_t sizes[] = {10, 700, 1000, 1400, 1448, 1449, 1460, 5000, 9000, 20000, 65536};
+        static const size_t sizes[] = {10,   700,  1000, 1400,  FX_MAX_FRAG_PAYLOAD, FX_MAX_FRAG_PAYLOAD + 1,
+                                       1460, 5000, 9000, 20000, 65536};
         const size_t n = sizeof(sizes) / sizeof(sizes[0]);
         size_t cursor = 0, cb = 0;
         for (size_t i = 0; i < n; ++i) {
@@ -696,7 +697,7 @@ static void test_send_interop_different_mtus(void)
                 free(want);
             }
             CHECK_EQ_U(b.eng.stats.num_invalid_recvs, 0);
-            /* 1449 and 1460 bytes no longer fit one datagram toward B: chunked */
+            /* FX_MAX_FRAG_PAYLOAD + 1 and 1460 bytes no longer fit one datagram toward B: chunked */
             CHECK_EQ_U(a.eng.stats.num_frag_sends, 5);
             /* B -> A: B's own sizes, accepted by A's limited endpoint */
             size_t a_dels = a.ndels;
@@ -727,7 +728,7 @@ static void test_send_interop_different_mtus(void)
             CHECK(fx_all_recycled(&a));
             CHECK(fx_all_recycled(&b));
         } else {
-            /* A cut its chunks at 9000 - 36 bytes: B, which cuts at 1436,
+            /* A cut its chunks for a 9000-byte MTU: B, which cuts for 1472,
              * refuses every one of them (and a real B could not even
              * receive them) */
             CHECK_GT(largest_post(&a, 0, OPAL_BTL_USNIC_DATA_CHANNEL), pb.mtu);

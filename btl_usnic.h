@@ -71,6 +71,7 @@ typedef struct opal_btl_usnic_module_t {
     char *provider;
     uint32_t ipv4;              /* network byte order */
     uint32_t netmask;           /* network byte order */
+    uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
     uint32_t link_speed_mbps;
     bool is_loopback;
 

@@ -12,6 +12,17 @@
  * (the smaller of the two published in the modex), so anything the sender
  * may send fits the receiver's bitmap.
  *
+ * Grants.  Every ACK also carries a credit: the sender may have at most
+ * min(window, credit) segments un-ACKed.  The receiver computes it when the
+ * ACK leaves: its receive capacity (what the kernel socket buffer holds
+ * between two progress passes on udp, the posted buffers on OS-bypass
+ * NICs) minus the buffers it is still processing (not yet re-posted: seed
+ * 004 granted credits on receipt and overran its receiver), shared evenly
+ * among the peers that sent it data in the current or the previous epoch
+ * (1 ms), never below OPAL_BTL_USNIC_MIN_GRANT.  Until the first grant the
+ * sender uses the whole window.  So N senders into one receiver keep their
+ * sum inside its buffer instead of N windows overflowing it.
+ *
  * ACKs are cumulative: "I have everything <= ack_seq".  Every data segment
  * carries the current ACK, so that the loss of explicit ACKs (which travel
  * alone, on the priority channel) can never leave both peers retransmitting
@@ -21,8 +32,9 @@
  * ticks passed.  The ACK is
  * urgent (next tick) when a duplicate or an old segment arrives (our
  * previous ACK was probably lost), when a chunked fragment completes, and
- * when a quarter of the window has been received without an ACK (so the
- * sender's window never closes for want of one).
+ * when a quarter of the window, or half of the last grant, has been
+ * received without an ACK (so the sender's window never closes for want
+ * of one).
  *
  * Timers.  Every (re)posted segment gets a deadline: its send time plus
  * the endpoint's RTO, doubled per timeout since the endpoint's ACK last
@@ -260,8 +272,16 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     }
 }
 
+/* The receiver's grant rides with every ACK that is not stale.  At least
+ * one segment: with nothing in flight the window must stay open, or no ACK
+ * would ever come to open it. */
+static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
+{
+    ep->tx.peer_credit = (credit > 0) ? credit : 1;
+}
+
 void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                    opal_btl_usnic_seq_t ack_seq, bool reports_arrival)
+                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, bool reports_arrival)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_recvs);
     if (opal_btl_usnic_seq_lt(ack_seq, ep->tx.acked_seq)) {
@@ -273,7 +293,9 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
         return;
     }
+    take_credit(ep, credit);
     if (ack_seq == ep->tx.acked_seq) {
+        opal_btl_usnic_check_rts(ep); /* the grant may have grown */
         if (reports_arrival && 0 != opal_btl_usnic_endpoint_in_flight(ep)) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_dup_acks);
             ++ep->tx.dup_acks;
@@ -371,10 +393,73 @@ void opal_btl_usnic_ack_forget(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     ep->rx.ack_owed = false;
 }
 
+/* ----- receiver grants ----- */
+
+/* Start a new epoch once the current one is over; an idle gap of more
+ * than one epoch forgets the previous senders too. */
+static void rx_epoch_roll(opal_btl_usnic_engine_t *eng)
+{
+    uint64_t elapsed = eng->now - eng->rx_epoch_start;
+    if (elapsed < OPAL_BTL_USNIC_RX_EPOCH_USEC) {
+        return;
+    }
+    eng->rx_senders_prev = (elapsed < 2 * OPAL_BTL_USNIC_RX_EPOCH_USEC) ? eng->rx_senders_now : 0;
+    eng->rx_senders_now = 0;
+    eng->rx_epoch_start = eng->now;
+    ++eng->rx_epoch;
+}
+
+void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    rx_epoch_roll(eng);
+    if (ep->rx.active_epoch != eng->rx_epoch + 1) {
+        ep->rx.active_epoch = eng->rx_epoch + 1;
+        ++eng->rx_senders_now;
+    }
+}
+
+uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    if (0 == eng->p.rx_capacity) {
+        return ep->window;
+    }
+    rx_epoch_roll(eng);
+    uint32_t senders = (eng->rx_senders_now > eng->rx_senders_prev) ? eng->rx_senders_now : eng->rx_senders_prev;
+    if (0 == senders) {
+        senders = 1;
+    }
+    /* Buffers still being processed are not re-posted yet: not ours to
+     * grant (the flaw of seed 004 was granting on receipt). */
+    uint32_t free_capacity = (eng->p.rx_capacity > eng->rx_buffers_held) ? eng->p.rx_capacity - eng->rx_buffers_held : 0;
+    uint32_t grant = free_capacity / senders;
+    if (grant > ep->window) {
+        grant = ep->window;
+    }
+    return (grant < OPAL_BTL_USNIC_MIN_GRANT) ? OPAL_BTL_USNIC_MIN_GRANT : grant;
+}
+
+void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_hdr_t *hdr)
+{
+    uint32_t grant = opal_btl_usnic_rx_grant(eng, ep);
+    hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
+    hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant > UINT16_MAX ? UINT16_MAX : grant));
+    ep->rx.last_grant = grant;
+}
+
+/* ----- ACK scheduling ----- */
+
 void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent)
 {
+    /* ACK at once when a quarter of the window, or half of what we last
+     * granted, arrived un-ACKed: the sender must never stall for an ACK. */
     uint32_t unacked = (uint32_t) (opal_btl_usnic_ack_value(ep) - ep->rx.last_ack_sent);
-    if (unacked >= ep->window / 4) {
+    uint32_t threshold = ep->window / 4;
+    if (0 != ep->rx.last_grant && ep->rx.last_grant / 2 < threshold) {
+        threshold = ep->rx.last_grant / 2;
+    }
+    if (unacked >= threshold) {
         urgent = true;
     }
     uint64_t due = urgent ? eng->tick : eng->tick + eng->p.ack_iteration_delay;
@@ -389,8 +474,7 @@ void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
                                   opal_btl_usnic_hdr_t *hdr)
 {
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
-    hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
-    hdr->ack_seq = opal_btl_usnic_wire32(value);
+    opal_btl_usnic_ack_stamp(eng, ep, hdr);
     if (!ep->rx.ack_owed) {
         return;
     }
@@ -409,8 +493,8 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
     }
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
     opal_btl_usnic_hdr_fill(eng, seg->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
-    seg->hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
-    seg->hdr->ack_seq = opal_btl_usnic_wire32(value);
+    opal_btl_usnic_ack_stamp(eng, ep, seg->hdr);
+    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
     seg->wire_len = sizeof(opal_btl_usnic_hdr_t);
     seg->ep = ep;
     /* ACKs are never ACKed: the segment is recyclable once the provider

@@ -33,6 +33,9 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.ack_owed = false;
     ep->rx.on_ack_list = false;
     ep->rx.last_ack_sent = 0;
+    ep->rx.last_grant = 0;
+    ep->rx.active_epoch = 0;
+    ep->tx.peer_credit = 0;
     ep->window = 0;
     ep->hotel_ready = false;
 }
@@ -99,6 +102,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     ep->max_tiny_payload = eng->max_tiny_payload;
     ep->tx.next_seq = local_isn;
     ep->tx.acked_seq = local_isn - 1;
+    ep->tx.peer_credit = window; /* until the receiver's first grant */
     ep->rx.next_expected = peer_isn;
     ep->rx.last_ack_sent = peer_isn - 1;
     return OPAL_SUCCESS;

@@ -32,6 +32,7 @@ typedef struct mca_btl_base_endpoint_t {
         opal_list_t queue;               /* frags not yet fully posted */
         opal_btl_usnic_seq_t next_seq;
         opal_btl_usnic_seq_t acked_seq;
+        uint32_t peer_credit;            /* the peer's last grant: segments past acked_seq */
         opal_btl_usnic_send_seg_t **sent;
         uint32_t next_frag_id;
         uint32_t dup_acks;               /* duplicate ACKs in a row */
@@ -65,6 +66,8 @@ typedef struct mca_btl_base_endpoint_t {
         opal_btl_usnic_rx_frag_t *frags; /* reassembly slots, [window] */
         bool ack_owed;
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
+        uint32_t last_grant;             /* credit we granted with it */
+        uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
         uint64_t ack_due_tick;           /* send an explicit ACK at this tick */
         bool on_ack_list;
         opal_list_item_t ack_item;       /* on the engine's endpoints_needing_ack */
@@ -107,9 +110,11 @@ static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_en
     return (uint32_t) (ep->tx.next_seq - ep->tx.acked_seq - 1);
 }
 
+/* Room for one more segment: inside both our window and the receiver's grant */
 static inline bool opal_btl_usnic_endpoint_window_open(const opal_btl_usnic_endpoint_t *ep)
 {
-    return opal_btl_usnic_endpoint_in_flight(ep) < ep->window;
+    uint32_t limit = (ep->tx.peer_credit < ep->window) ? ep->tx.peer_credit : ep->window;
+    return opal_btl_usnic_endpoint_in_flight(ep) < limit;
 }
 
 /* Nothing queued and nothing un-ACKed */

@@ -71,6 +71,9 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t rto_min;             /* us: floor of the computed timeout */
     uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
+    uint32_t rx_capacity;         /* datagrams our receive side holds between two progress passes
+                                     (kernel socket buffer, or posted buffers on OS-bypass NICs);
+                                     0 = unknown: grant every peer its whole window */
 } opal_btl_usnic_engine_params_t;
 
 typedef struct opal_btl_usnic_engine_t {
@@ -86,6 +89,14 @@ typedef struct opal_btl_usnic_engine_t {
     uint64_t now;                 /* us; set by the owner once per progress pass */
     uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
+
+    /* Receiver grants (btl_usnic_ack.c): peers that sent us data in the
+     * current and the previous epoch share rx_capacity. */
+    uint64_t rx_epoch;            /* number of the current epoch */
+    uint64_t rx_epoch_start;      /* us */
+    uint32_t rx_senders_now;      /* distinct senders seen in the current epoch */
+    uint32_t rx_senders_prev;     /* ... in the previous one */
+    uint32_t rx_buffers_held;     /* receive buffers being processed, not yet re-posted */
 
     opal_list_t resend_segs;      /* segments awaiting retransmission */
     opal_list_t endpoints_with_sends;
@@ -251,14 +262,31 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
  * current ACK every time, which says nothing about holes.
  */
 void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                    opal_btl_usnic_seq_t ack_seq, bool reports_arrival);
+                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, bool reports_arrival);
 
-/* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival */
+/* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival and
+ * grants the whole window */
 static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                              opal_btl_usnic_seq_t ack_seq)
 {
-    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, true);
+    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, true);
 }
+
+/* Length of a receive epoch: peers silent for longer stop holding a share
+ * of our receive capacity. */
+#define OPAL_BTL_USNIC_RX_EPOCH_USEC 1000u
+/* Smallest grant: every active sender keeps a trickle going */
+#define OPAL_BTL_USNIC_MIN_GRANT 2u
+
+/* |ep| sent us a data segment: it holds a share of our capacity. */
+void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
+/* Segments |ep| may have un-ACKed toward us (the credit of our next ACK) */
+uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
+
+/* Set the ACK fields of |hdr| (cumulative ACK and credit) for |ep| */
+void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_hdr_t *hdr);
 
 /**
  * Check every endpoint with un-ACKed data against the clock: retransmit

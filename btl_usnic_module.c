@@ -339,7 +339,9 @@ static opal_btl_usnic_endpoint_t *lookup_sender(opal_btl_usnic_engine_t *eng, ui
 static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len)
 {
     if (len >= module->prefix) {
+        ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
         opal_btl_usnic_recv_segment(&module->eng, lookup_sender, rseg->buf + module->prefix, len - module->prefix);
+        --module->eng.rx_buffers_held;
     }
     (void) recv_post(module, rseg);
 }
@@ -401,6 +403,7 @@ static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
         module->fast_deferred_valid = false;
         opal_btl_usnic_recv_fast_finish(&module->eng, module->fast_deferred_ep, module->fast_deferred_rseg->buf);
         (void) recv_post(module, module->fast_deferred_rseg);
+        --module->eng.rx_buffers_held;
     }
 }
 
@@ -415,6 +418,7 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
     if (comp.flags & FI_RECV) {
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
+        ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
         if (comp.len >= module->prefix &&
             opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
                                      comp.len - module->prefix, &ep)) {
@@ -423,6 +427,7 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
             module->fast_deferred_rseg = rseg;
             return true;
         }
+        --module->eng.rx_buffers_held;
     }
     handle_completion(module, &comp);
     return false;
@@ -843,26 +848,40 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
 
 /* ===================== module setup ===================== */
 
-/* Window default: keep one peer's un-ACKed data inside half of the real
- * receive buffer of our data socket (read from the kernel; rmem_default if
- * the socket cannot be found, e.g. on hardware providers).  The kernel
- * charges a datagram its payload plus about 832 bytes of buffer overhead
- * (212992 bytes hold 92 datagrams of 1472 bytes here).  A power of two
- * (see opal_btl_usnic_endpoint_init_rel), at least 16. */
-static uint32_t default_window(const opal_btl_usnic_module_t *module)
+/* Datagrams our data channel can hold between two progress passes: what
+ * the real receive buffer of its socket holds (read from the kernel;
+ * rmem_default if the socket cannot be found, e.g. on hardware providers,
+ * where the posted receive buffers are the limit too).  The kernel charges
+ * a datagram its payload plus about 832 bytes of buffer overhead (212992
+ * bytes hold 92 datagrams of 1472 bytes here). */
+static uint32_t rx_capacity(const opal_btl_usnic_module_t *module)
 {
     const opal_btl_usnic_channel_t *data = &module->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
     long rcvbuf = opal_btl_usnic_socket_rcvbuf(module->ipv4, data->port);
-    if (rcvbuf <= 0) {
+    bool socket_found = rcvbuf > 0;
+    if (!socket_found) {
         rcvbuf = opal_btl_usnic_kernel_rmem_default();
     }
     long datagrams = (rcvbuf > 0) ? rcvbuf / (long) (data->mtu + 832) : 92;
+    if (!socket_found && datagrams > data->rd_num) {
+        datagrams = data->rd_num;
+    }
+    opal_btl_usnic_verbose(10, "%s: receive buffer %ld bytes: %ld datagrams of %zu bytes", module->if_name, rcvbuf,
+                           datagrams, data->mtu);
+    return (datagrams > 0) ? (uint32_t) datagrams : 1;
+}
+
+/* Window default: keep one peer's un-ACKed data inside half of the
+ * receive capacity.  A power of two (see opal_btl_usnic_endpoint_init_rel),
+ * at least 16. */
+static uint32_t default_window(const opal_btl_usnic_module_t *module)
+{
+    long datagrams = (long) module->rx_capacity;
     uint32_t w = 16;
     while (w < 4096 && (long) (2 * w) <= datagrams / 2) {
         w *= 2;
     }
-    opal_btl_usnic_verbose(10, "%s: socket receive buffer %ld bytes (%ld datagrams): default window %u",
-                           module->if_name, rcvbuf, datagrams, w);
+    opal_btl_usnic_verbose(10, "%s: default window %u", module->if_name, w);
     return w;
 }
 
@@ -924,6 +943,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_min = (uint64_t) c->rto_min,
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
+        .rx_capacity = module->rx_capacity,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;
@@ -976,6 +996,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
             return rc;
         }
     }
+    module->rx_capacity = rx_capacity(module);
     /* Largest fragment: the module template's values as the user set them */
     if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;

@@ -39,8 +39,9 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
 }
 
 /* Record |seq| (classified NEW_*) as received; slide the window's left edge. */
-static void seq_accept(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq)
+static void seq_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq)
 {
+    opal_btl_usnic_rx_note_sender(eng, ep);
     ep->rx.rcvd[seq % ep->window] = 1;
     while (ep->rx.rcvd[ep->rx.next_expected % ep->window]) {
         ep->rx.rcvd[ep->rx.next_expected % ep->window] = 0;
@@ -71,6 +72,7 @@ static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
 {
     if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) {
         opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
+                                       opal_btl_usnic_host16(hdr->credit),
                                        0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW));
     }
 }
@@ -99,7 +101,7 @@ static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
 static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
                       opal_btl_usnic_seq_t seq)
 {
-    seq_accept(ep, seq);
+    seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
     opal_btl_usnic_ack_schedule(eng, ep, false);
@@ -147,7 +149,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
                                                    (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag, &complete)) {
         return; /* no memory: drop un-ACKed, the sender will retry */
     }
-    seq_accept(ep, seq);
+    seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_chunk_recvs);
     if (complete) {
         /* Free the slot before the upcall: the PML may progress and
@@ -211,7 +213,7 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
     take_ack(eng, ep, hdr);
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
-    seq_accept(ep, seq);
+    seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
     *ep_p = ep;

@@ -477,6 +477,11 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->tick = 0;
     eng->now = 0;
     eng->next_deadline = UINT64_MAX;
+    eng->rx_epoch = 0;
+    eng->rx_epoch_start = 0;
+    eng->rx_senders_now = 0;
+    eng->rx_senders_prev = 0;
+    eng->rx_buffers_held = 0;
     eng->max_frag_payload = params->mtu - sizeof(opal_btl_usnic_hdr_t);
     eng->max_chunk_payload = params->mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
     eng->max_tiny_payload = params->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);

@@ -402,6 +402,8 @@ static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t cookie, uint32_t sender,
     h->payload_len = opal_btl_usnic_wire16((uint16_t) payload);
     h->tag = tag;
     h->flags = 0;
+    h->credit = 0;
+    h->reserved = 0;
 }
 
 size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, const void *data,
@@ -428,13 +430,19 @@ size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t s
     return FX_CHUNK_HDR + len;
 }
 
-size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq)
+size_t fx_build_ack_credit(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq, uint16_t credit)
 {
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
     hdr_build(h, cookie, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
     h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
     h->ack_seq = opal_btl_usnic_wire32(ack_seq);
+    h->credit = opal_btl_usnic_wire16(credit);
     return FX_HDR;
+}
+
+size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq)
+{
+    return fx_build_ack_credit(buf, cookie, sender, ack_seq, UINT16_MAX);
 }
 
 /* ----- module glue (mirrors btl_usnic_module.c) ----- */

@@ -178,7 +178,8 @@ size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t se
                      size_t len);
 size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
                       uint32_t frag_size, uint32_t offset, const void *data, size_t len);
-size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq);
+size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq); /* grants all */
+size_t fx_build_ack_credit(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq, uint16_t credit);
 
 /* The module glue, mirrored (usnic_alloc, usnic_prepare_src, usnic_send, usnic_sendi, usnic_free) */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags);

@@ -21,7 +21,7 @@ CPPFLAGS += -I$(OMPI_INC) -I. -DOPAL_BTL_USNIC_STANDALONE=1 $(shell pkg-config -
 LDLIBS_FABRIC = $(shell pkg-config --libs libfabric 2>/dev/null || echo -lfabric)
 LDFLAGS_PAL = -L/usr/lib/x86_64-linux-gnu -lopen-pal
 
-ENGINE_SRCS = btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c
+ENGINE_SRCS = btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_put.c
 COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_component.c btl_usnic_module.c btl_usnic_mca.c btl_usnic_if.c
 HEADERS = $(wildcard *.h)
 

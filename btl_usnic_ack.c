@@ -122,6 +122,9 @@ static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     timer_stop(eng, ep, seg);
     resend_list_remove(eng, seg);
     seg->flags = (uint8_t) ((seg->flags & ~OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) | OPAL_BTL_USNIC_SEG_FLAG_ACKED);
+    if (OPAL_BTL_USNIC_SEG_CHUNK == seg->kind && NULL != seg->frag) {
+        opal_btl_usnic_put_seg_acked(eng, seg); /* the target has these bytes in place */
+    }
     opal_btl_usnic_seg_release_if_done(eng, seg);
 }
 
@@ -473,13 +476,11 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
 void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_hdr_t *hdr)
 {
-    opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
-    opal_btl_usnic_ack_stamp(eng, ep, hdr);
+    /* |hdr| was stamped (opal_btl_usnic_ack_stamp) before it was posted */
     if (!ep->rx.ack_owed) {
         return;
     }
-    hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
-    ep->rx.last_ack_sent = value;
+    ep->rx.last_ack_sent = opal_btl_usnic_host32(hdr->ack_seq);
     opal_btl_usnic_ack_forget(eng, ep);
     OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
 }

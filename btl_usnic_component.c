@@ -273,6 +273,23 @@ static void discover(void)
     free(copy);
 }
 
+/* btl_usnic_flags may only name what this BTL does: GET, atomics and the
+ * like would make the PML call functions we do not have. */
+static bool check_flags(void)
+{
+    const uint32_t supported = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
+                               MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
+    uint32_t flags = opal_btl_usnic_module_template.btl_flags;
+    if (!(flags & MCA_BTL_FLAGS_SEND) || (flags & ~supported)) {
+        char value[64];
+        snprintf(value, sizeof(value), "0x%x", flags);
+        opal_btl_usnic_show_help(true, "bad parameter value", opal_process_info.nodename, "flags", value,
+                                 "send (required), send_inplace, put, single_add_procs");
+        return false;
+    }
+    return true;
+}
+
 static bool check_base_params(void)
 {
     const mca_btl_base_module_t *t = &opal_btl_usnic_module_template;
@@ -287,7 +304,7 @@ static bool check_base_params(void)
                                  "1 KiB to 16 MiB, with rndv_eager_limit <= eager_limit");
         return false;
     }
-    return true;
+    return check_flags();
 }
 
 static void modex_send(void)

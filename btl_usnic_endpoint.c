@@ -137,7 +137,13 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
     }
     fail_queued_frags(ep, status);
     if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
-        /* Nobody will ACK these any more: release them as if ACKed */
+        /* Nobody will ACK these any more: release them as if ACKed, but
+         * a PUT among them did not reach its target */
+        for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
+            if (NULL != ep->tx.sent[s % ep->window]) {
+                opal_btl_usnic_put_mark_failed(ep->tx.sent[s % ep->window], status);
+            }
+        }
         opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
     }
     if (ep->tx.on_flight_list) {

@@ -24,6 +24,7 @@
 
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_put.h"
 #include "btl_usnic_stats.h"
 
 /* Channels */
@@ -109,6 +110,8 @@ typedef struct opal_btl_usnic_engine_t {
     opal_free_list_t chunk_segs;
     opal_free_list_t ack_segs;
     bool lists_ready;
+
+    opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_put.c) */
 
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;
@@ -326,9 +329,9 @@ uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sa
  */
 void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent);
 
-/* Stamp the current cumulative ACK on an outgoing data header (always:
- * a lost explicit ACK must not leave the peer retransmitting forever);
- * flag it ACK_NEW and clear the debt if an ACK was owed. */
+/* A data segment whose header was stamped (opal_btl_usnic_ack_stamp, done
+ * on every data segment: a lost explicit ACK must not leave the peer
+ * retransmitting forever) has left: if an ACK was owed, it is paid. */
 void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_hdr_t *hdr);
 
@@ -362,5 +365,48 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->credit = 0;
     hdr->reserved = 0;
 }
+
+/* ----- emulated PUT (btl_usnic_put.c) ----- */
+
+/* Most regions a module exposes at once (live + tombstones) */
+#define OPAL_BTL_USNIC_MAX_REGIONS (1u << 16)
+
+/**
+ * Queue a PUT of |size| bytes from |local_address| to |remote_addr| inside
+ * the peer's region |remote_handle|.  |cbfunc| runs from a later progress
+ * pass once every byte is ACKed by the target (or with an error status).
+ * Returns OPAL_SUCCESS, OPAL_ERR_UNREACH, OPAL_ERR_BAD_PARAM (no remote
+ * region) or OPAL_ERR_OUT_OF_RESOURCE.
+ */
+int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address, uint64_t remote_addr,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              const opal_btl_usnic_reg_handle_t *remote_handle, size_t size,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
+
+/* Post the next segment of the queued PUT |frag| (send progression). */
+int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                 opal_btl_usnic_send_frag_t *frag);
+
+/* |frag| left the send queue: all posted (OPAL_SUCCESS) or failed. */
+void opal_btl_usnic_put_posted_or_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag,
+                                         int status);
+
+/* A PUT segment was ACKed (or forgotten at teardown). */
+void opal_btl_usnic_put_seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
+
+/* Teardown: the PUT owning |seg|, if any, ends with |status|. */
+void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status);
+
+/* Deferred completion: the PML's callback, then recycling. */
+void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+
+/* Target side: write or discard the accepted-window PUT |ph| from |ep|.
+ * Returns false if it must be dropped unaccepted. */
+bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             const opal_btl_usnic_put_hdr_t *ph);
+
+/* Post |seg| (sequence number, ACK, timer) on |channel|. */
+int opal_btl_usnic_send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg, int channel);
 
 #endif /* OPAL_BTL_USNIC_ENGINE_H */

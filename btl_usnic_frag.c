@@ -206,6 +206,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_engin
         return NULL;
     }
     frag_reset(frag);
+    frag->kind = OPAL_BTL_USNIC_FRAG_LARGE; /* PUTs borrow large frags too */
     if (pack_size > frag->pack_buf_size) {
         uint8_t *buf = (uint8_t *) realloc(frag->pack_buf, pack_size);
         if (NULL == buf) {

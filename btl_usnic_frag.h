@@ -71,6 +71,7 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_send_seg_t);
 enum {
     OPAL_BTL_USNIC_FRAG_SMALL = 1,
     OPAL_BTL_USNIC_FRAG_LARGE = 2,
+    OPAL_BTL_USNIC_FRAG_PUT = 3,   /* an emulated RDMA write (btl_usnic_put.c) */
 };
 
 /* Room for the PML's header in a large fragment (prepare_src |reserve|) */
@@ -94,6 +95,18 @@ typedef struct opal_btl_usnic_send_frag_t {
     uint8_t *pack_buf;                    /* packed data (non-contiguous / alloc) */
     size_t pack_buf_size;
     uint8_t hdr_space[OPAL_BTL_USNIC_LARGE_HDR_SPACE];
+    /* PUT fragments: segments[0] describes the local source */
+    struct {
+        uint64_t remote_addr;
+        uint32_t region_id;
+        uint64_t key;
+        uint32_t unacked;                 /* posted segments not yet ACKed */
+        int status;                       /* OPAL_SUCCESS until it fails */
+        mca_btl_base_rdma_completion_fn_t cbfunc;
+        void *cbcontext;
+        void *cbdata;
+        struct mca_btl_base_registration_handle_t *local_handle;
+    } put;
 } opal_btl_usnic_send_frag_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_send_frag_t);
 

@@ -243,12 +243,19 @@ static opal_btl_usnic_recv_seg_t *recv_seg_of_ctx(void *ctx)
     return (opal_btl_usnic_recv_seg_t *) ctx; /* wire_ctx is the first member */
 }
 
+/* Receive buffers hold one byte more than the largest datagram a peer may
+ * send: the udp provider truncates a longer datagram to the posted length
+ * and reports an ordinary completion (no FI_ETRUNC), so only a completion
+ * that reaches into this spare byte shows that the datagram was too long. */
+#define OPAL_BTL_USNIC_RECV_SPARE 1
+
 static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[rseg->channel];
     ssize_t rc;
     do {
-        rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu, NULL, FI_ADDR_UNSPEC, rseg->wire_ctx);
+        rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE, NULL,
+                     FI_ADDR_UNSPEC, rseg->wire_ctx);
     } while (-FI_EAGAIN == rc);
     return (0 == rc) ? OPAL_SUCCESS : (int) rc;
 }
@@ -256,7 +263,7 @@ static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t 
 static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[c];
-    chan->rbuf_stride = (module->prefix + chan->mtu + 63) & ~(size_t) 63;
+    chan->rbuf_stride = (module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE + 63) & ~(size_t) 63;
     chan->rsegs = (opal_btl_usnic_recv_seg_t *) calloc(chan->rd_num, sizeof(*chan->rsegs));
     if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -336,9 +343,25 @@ static opal_btl_usnic_endpoint_t *lookup_sender(opal_btl_usnic_engine_t *eng, ui
     return (sender_id < module->num_peer_slots) ? module->peers[sender_id] : NULL;
 }
 
+static void count_oversized(opal_btl_usnic_module_t *module)
+{
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
+}
+
+/* Longer than the channel's MTU: cut short by the provider, never ours */
+static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg,
+                              size_t len)
+{
+    return len > module->prefix + module->chan[rseg->channel].mtu;
+}
+
 static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len)
 {
-    if (len >= module->prefix) {
+    if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
+        count_oversized(module);
+    } else if (len >= module->prefix) {
         ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
         opal_btl_usnic_recv_segment(&module->eng, lookup_sender, rseg->buf + module->prefix, len - module->prefix);
         --module->eng.rx_buffers_held;
@@ -367,6 +390,9 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
     }
     OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors);
     if (err.flags & FI_RECV) {
+        if (FI_ETRUNC == err.err) {
+            count_oversized(module); /* providers that report the overrun */
+        }
         (void) recv_post(module, recv_seg_of_ctx(err.op_context));
     } else if (NULL != err.op_context && !is_inject_ctx(module, err.op_context)) {
         /* the datagram may not have left; retransmission covers it */
@@ -419,7 +445,7 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
         ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
-        if (comp.len >= module->prefix &&
+        if (comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len) &&
             opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
                                      comp.len - module->prefix, &ep)) {
             module->fast_deferred_valid = true;
@@ -558,6 +584,65 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     /* the fast path posts outside progress: send times must be fresh */
     opal_btl_usnic_engine_set_time(&usnic_module(btl)->eng, opal_btl_usnic_clock_usec());
     int rc = opal_btl_usnic_frag_submit(ep, (opal_btl_usnic_send_frag_t *) des, tag);
+    OPAL_BTL_USNIC_UNLOCK();
+    return rc;
+}
+
+/* ----- emulated RDMA (btl_usnic_put.c has the design notes) ----- */
+
+static struct mca_btl_base_registration_handle_t *usnic_register_mem(struct mca_btl_base_module_t *btl,
+                                                                     struct mca_btl_base_endpoint_t *ep,
+                                                                     void *base, size_t size, uint32_t flags)
+{
+    opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_btl_usnic_reg_handle_t *handle = (opal_btl_usnic_reg_handle_t *) malloc(sizeof(*handle));
+    if (NULL == handle) {
+        return NULL;
+    }
+    if (!(flags & MCA_BTL_REG_FLAG_REMOTE_WRITE)) {
+        /* a PUT source needs no registration: never expose it */
+        handle->region_id = OPAL_BTL_USNIC_REGION_LOCAL;
+        handle->reserved = 0;
+        handle->key = 0;
+        return handle;
+    }
+    OPAL_BTL_USNIC_LOCK();
+    uint32_t peer = (NULL != ep) ? ep->peer_id : OPAL_BTL_USNIC_ANY_PEER;
+    bool ok = opal_btl_usnic_reg_add(&module->eng.regs, base, size, peer, handle);
+    if (ok) {
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_regs);
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+    if (!ok) {
+        free(handle);
+        return NULL; /* the PML falls back to send/receive */
+    }
+    return handle;
+}
+
+static int usnic_deregister_mem(struct mca_btl_base_module_t *btl, struct mca_btl_base_registration_handle_t *handle)
+{
+    OPAL_BTL_USNIC_LOCK();
+    opal_btl_usnic_reg_remove(&usnic_module(btl)->eng.regs, handle);
+    OPAL_BTL_USNIC_UNLOCK();
+    free(handle);
+    return OPAL_SUCCESS;
+}
+
+static int usnic_put(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep, void *local_address,
+                     uint64_t remote_address, struct mca_btl_base_registration_handle_t *local_handle,
+                     struct mca_btl_base_registration_handle_t *remote_handle, size_t size, int flags, int order,
+                     mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+    (void) flags;
+    (void) order; /* completion is remote completion: stronger than any order tag */
+    if (size > btl->btl_put_limit) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    OPAL_BTL_USNIC_LOCK();
+    opal_btl_usnic_engine_set_time(&usnic_module(btl)->eng, opal_btl_usnic_clock_usec());
+    int rc = opal_btl_usnic_put_submit(ep, local_address, remote_address, local_handle, remote_handle, size, cbfunc,
+                                       cbcontext, cbdata);
     OPAL_BTL_USNIC_UNLOCK();
     return rc;
 }
@@ -800,6 +885,34 @@ static int usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
     return OPAL_SUCCESS;
 }
 
+/* Finalize: reap the completions of segments still posted (the last ACKs
+ * usually) so that they go back to their free lists and are freed with
+ * them; receives that arrive now are not delivered any more. */
+static void drain_send_completions(opal_btl_usnic_module_t *module)
+{
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        opal_btl_usnic_channel_t *chan = &module->chan[c];
+        struct fi_cq_msg_entry comp;
+        for (int i = 0; NULL != chan->cq && i < 4 * (chan->sd_num + chan->rd_num); ++i) {
+            ssize_t n = fi_cq_read(chan->cq, &comp, 1);
+            if (-FI_EAVAIL == n) {
+                struct fi_cq_err_entry err;
+                memset(&err, 0, sizeof(err));
+                if (fi_cq_readerr(chan->cq, &err, 0) < 1) {
+                    break;
+                }
+                comp.flags = err.flags;
+                comp.op_context = err.op_context;
+            } else if (1 != n) {
+                break;
+            }
+            if (!(comp.flags & FI_RECV) && NULL != comp.op_context && !is_inject_ctx(module, comp.op_context)) {
+                opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp.op_context));
+            }
+        }
+    }
+}
+
 static int usnic_finalize(struct mca_btl_base_module_t *btl)
 {
     opal_btl_usnic_module_t *module = usnic_module(btl);
@@ -821,6 +934,7 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
            item != opal_list_get_end(&module->all_endpoints)) {
         endpoint_release(module, (opal_btl_usnic_endpoint_t *) item);
     }
+    drain_send_completions(module);
     for (int c = OPAL_BTL_USNIC_NUM_CHANNELS - 1; c >= 0; --c) {
         channel_close(&module->chan[c]);
     }
@@ -1021,7 +1135,18 @@ mca_btl_base_module_t opal_btl_usnic_module_template = {
     .btl_max_send_size = 64 * 1024,
     .btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT,
     .btl_latency = 2,
-    .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS,
+    .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS | MCA_BTL_FLAGS_PUT,
+    /* PUT: ob1's pipeline registers each piece of the receive buffer and
+     * PUTs it; pieces of 1 MiB keep registrations few and the window busy */
+    .btl_put_limit = 1 << 30,
+    .btl_put_alignment = 0,
+    .btl_rdma_pipeline_send_length = 64 * 1024,
+    .btl_rdma_pipeline_frag_size = 1024 * 1024,
+    .btl_min_rdma_pipeline_size = 64 * 1024,
+    .btl_registration_handle_size = sizeof(struct mca_btl_base_registration_handle_t),
+    .btl_register_mem = usnic_register_mem,
+    .btl_deregister_mem = usnic_deregister_mem,
+    .btl_put = usnic_put,
     .btl_add_procs = usnic_add_procs,
     .btl_del_procs = usnic_del_procs,
     .btl_finalize = usnic_finalize,

@@ -25,6 +25,18 @@
  *  +---------------+---------------+---------------+---------------+
  *  |  credit (segments past ACK)   |      reserved (zero)          |
  *  +---------------+---------------+---------------+---------------+
+ *  PUT segments only (instead of the chunk fields):
+ *  +---------------+---------------+---------------+---------------+
+ *  |                 region id (receiver's registration)           |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                  key (64 bits, random per registration)       |
+ *  +                                                               +
+ *  |                                                               |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                 target address (64 bits)                      |
+ *  +                                                               +
+ *  |                                                               |
+ *  +---------------+---------------+---------------+---------------+
  *  chunk segments only:
  *  +---------------+---------------+---------------+---------------+
  *  |                          fragment id                          |
@@ -48,7 +60,8 @@
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
     X(FRAG,  1)   /* a whole PML fragment in one datagram */ \
     X(CHUNK, 2)   /* a piece of a fragment to be reassembled */ \
-    X(ACK,   3)   /* header only, carries a cumulative ACK */
+    X(ACK,   3)   /* header only, carries a cumulative ACK */ \
+    X(PUT,   4)   /* emulated RDMA write: bytes for a registered region of the receiver */
 
 enum {
 #define OPAL_BTL_USNIC_SEG_ENUM(name, value) OPAL_BTL_USNIC_PKT_##name = value,
@@ -83,7 +96,18 @@ typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
     uint32_t frag_offset;
 } opal_btl_usnic_chunk_hdr_t;
 
+/* PUT segments: where the payload goes.  The receiver writes it only
+ * inside a live region it registered for remote writes, whose id and key
+ * match (the key is random: a datagram cannot guess it). */
+typedef struct __attribute__((packed)) opal_btl_usnic_put_hdr_t {
+    opal_btl_usnic_hdr_t hdr;
+    uint32_t region_id;
+    uint64_t key;
+    uint64_t addr;      /* target address of the first payload byte */
+} opal_btl_usnic_put_hdr_t;
+
 _Static_assert(sizeof(opal_btl_usnic_hdr_t) == 28, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 48, "put header size");
 _Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 40, "chunk header size");
 
 static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
@@ -101,6 +125,8 @@ static inline uint16_t opal_btl_usnic_wire16(uint16_t v) { return htole16(v); }
 static inline uint32_t opal_btl_usnic_wire32(uint32_t v) { return htole32(v); }
 static inline uint16_t opal_btl_usnic_host16(uint16_t v) { return le16toh(v); }
 static inline uint32_t opal_btl_usnic_host32(uint32_t v) { return le32toh(v); }
+static inline uint64_t opal_btl_usnic_wire64(uint64_t v) { return htole64(v); }
+static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
 
 /* Reasons a received datagram is dropped before it reaches the engine */
 #define OPAL_BTL_USNIC_DROP_REASONS(X) \
@@ -110,7 +136,8 @@ static inline uint32_t opal_btl_usnic_host32(uint32_t v) { return le32toh(v); }
     X(BAD_COOKIE,  "from another job")                  \
     X(BAD_TYPE,    "unknown segment type")              \
     X(UNKNOWN_PEER,"from a sender we do not know")      \
-    X(BAD_CHUNK,   "chunk offset or size out of range")
+    X(BAD_CHUNK,   "chunk offset or size out of range") \
+    X(BAD_PUT,     "PUT outside a live registered region")
 
 enum {
 #define OPAL_BTL_USNIC_DROP_ENUM(name, text) OPAL_BTL_USNIC_DROP_##name,
@@ -164,6 +191,11 @@ static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len, uint32_t
         }
         return OPAL_BTL_USNIC_VALID;
     }
+    case OPAL_BTL_USNIC_PKT_PUT:
+        if (len < sizeof(opal_btl_usnic_put_hdr_t) + payload) {
+            return 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+        }
+        return (0 == payload) ? 1 + OPAL_BTL_USNIC_DROP_BAD_PUT : OPAL_BTL_USNIC_VALID;
     default:
         return 1 + OPAL_BTL_USNIC_DROP_BAD_TYPE;
     }

@@ -21,6 +21,7 @@ static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
     case OPAL_BTL_USNIC_DROP_BAD_TYPE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_type); break;
     case OPAL_BTL_USNIC_DROP_UNKNOWN_PEER: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_unknown_peer); break;
     case OPAL_BTL_USNIC_DROP_BAD_CHUNK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_chunk); break;
+    case OPAL_BTL_USNIC_DROP_BAD_PUT: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put); break;
     default: break;
     }
 }
@@ -164,6 +165,20 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     opal_btl_usnic_ack_schedule(eng, ep, complete);
 }
 
+/* A PUT segment takes its sequence number only if it was written (or its
+ * region was deregistered meanwhile): a forged one must not make the
+ * genuine segment with that number look like a duplicate. */
+static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                         const opal_btl_usnic_put_hdr_t *ph, opal_btl_usnic_seq_t seq)
+{
+    if (!opal_btl_usnic_recv_put(eng, ep, ph)) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PUT);
+        return;
+    }
+    seq_accept(eng, ep, seq);
+    opal_btl_usnic_ack_schedule(eng, ep, false);
+}
+
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                                  void *buf, size_t len)
 {
@@ -183,6 +198,8 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
     }
     if (OPAL_BTL_USNIC_PKT_FRAG == hdr->type) {
         recv_frag(eng, ep, hdr, seq);
+    } else if (OPAL_BTL_USNIC_PKT_PUT == hdr->type) {
+        recv_put_seg(eng, ep, (const opal_btl_usnic_put_hdr_t *) buf, seq);
     } else {
         recv_chunk(eng, ep, (opal_btl_usnic_chunk_hdr_t *) buf, seq);
     }

@@ -73,6 +73,10 @@ void opal_btl_usnic_frag_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_
 
 void opal_btl_usnic_frag_fail(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
 {
+    if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
+        opal_btl_usnic_put_posted_or_failed(eng, frag, status);
+        return;
+    }
     bool owned = frag->owned_by_btl;
     if (frag->callback_pending) {
         frag_callback(eng, frag, status);
@@ -90,7 +94,12 @@ static void run_pending_callbacks(opal_btl_usnic_engine_t *eng)
 {
     opal_list_item_t *item;
     while (NULL != (item = opal_list_remove_first(&eng->pending_callbacks))) {
-        opal_btl_usnic_frag_send_done(eng, (opal_btl_usnic_send_frag_t *) item);
+        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+        if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
+            opal_btl_usnic_put_complete(eng, frag);
+        } else {
+            opal_btl_usnic_frag_send_done(eng, frag);
+        }
     }
 }
 
@@ -124,21 +133,21 @@ static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
 /* Stamp the current ACK on |hdr| without paying the debt yet: the debt is
  * paid (opal_btl_usnic_ack_piggyback) only once the segment really left.
  * Returns whether an ACK was owed. */
-static bool stamp_ack(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
+static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
 {
-    hdr->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | (ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0);
-    hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
+    hdr->flags = ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0;
+    opal_btl_usnic_ack_stamp(eng, ep, hdr);
     return ep->rx.ack_owed;
 }
 
-static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+int opal_btl_usnic_send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_seq_t seq = ep->tx.next_seq;
     seg->seq = seq;
     seg->ep = ep;
     seg->hdr->seq = opal_btl_usnic_wire32(seq);
-    bool ack_was_owed = stamp_ack(ep, seg->hdr);
+    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
@@ -208,7 +217,7 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
     if (frag->total_len > ep->max_tiny_payload) {
         return false;
     }
-    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+    if (OPAL_SUCCESS != opal_btl_usnic_send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
         return false;
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_sends);
@@ -322,7 +331,7 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     ch->frag_offset = opal_btl_usnic_wire32((uint32_t) frag->offset);
     large_frag_copy_out(frag, frag->offset, opal_btl_usnic_seg_payload(seg, sizeof(*ch)), len);
     seg->wire_len = (uint32_t) (sizeof(*ch) + len);
-    int rc = send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    int rc = opal_btl_usnic_send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
     if (OPAL_SUCCESS != rc) {
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
         opal_btl_usnic_seg_release_if_done(eng, seg);
@@ -350,13 +359,22 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
         if (!have_credit(eng, channel)) {
             return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
         }
-        int rc = send_segment(eng, ep, &frag->seg, channel);
+        int rc = opal_btl_usnic_send_segment(eng, ep, &frag->seg, channel);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
         OPAL_BTL_USNIC_STAT_INC(eng, num_frag_sends);
         frag_dequeue_done(eng, ep, frag);
         return OPAL_SUCCESS;
+    }
+    if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
+        int rc = opal_btl_usnic_put_send_next(eng, ep, frag);
+        if (OPAL_SUCCESS == rc && frag->offset == frag->total_len) {
+            opal_list_remove_item(&ep->tx.queue, &frag->base.super.super);
+            frag->queued = false;
+            opal_btl_usnic_put_posted_or_failed(eng, frag, OPAL_SUCCESS);
+        }
+        return rc;
     }
     int rc = send_next_chunk(eng, ep, frag);
     if (OPAL_SUCCESS == rc && frag->offset == frag->total_len) {
@@ -389,7 +407,7 @@ static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
 static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
     opal_btl_usnic_endpoint_t *ep = seg->ep;
-    bool ack_was_owed = stamp_ack(ep, seg->hdr);
+    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
     if (OPAL_SUCCESS != rc) {
@@ -482,6 +500,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->rx_senders_now = 0;
     eng->rx_senders_prev = 0;
     eng->rx_buffers_held = 0;
+    opal_btl_usnic_reg_table_init(&eng->regs, OPAL_BTL_USNIC_MAX_REGIONS);
     eng->max_frag_payload = params->mtu - sizeof(opal_btl_usnic_hdr_t);
     eng->max_chunk_payload = params->mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
     eng->max_tiny_payload = params->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
@@ -511,6 +530,7 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     while (NULL != opal_list_remove_first(&eng->endpoints_in_flight)) {
     }
     OBJ_DESTRUCT(&eng->endpoints_in_flight);
+    opal_btl_usnic_reg_table_fini(&eng->regs);
     OBJ_DESTRUCT(&eng->pending_callbacks);
     OBJ_DESTRUCT(&eng->endpoints_needing_ack);
     OBJ_DESTRUCT(&eng->endpoints_with_sends);

@@ -40,10 +40,17 @@
     X(num_drop_bad_type,    "Datagrams dropped: unknown segment type") \
     X(num_drop_unknown_peer,"Datagrams dropped: unknown sender") \
     X(num_drop_bad_chunk,   "Datagrams dropped: chunk offset or size out of range") \
+    X(num_drop_bad_put,     "Datagrams dropped: PUT outside a live registered region (bad key, peer or range)") \
+    X(num_drop_oversized,   "Datagrams dropped: longer than the receive buffer (the channel's MTU)") \
     X(num_recv_errors,      "Receive completions with an error") \
     X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \
     X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
-    X(pml_send_callbacks,   "Send completion callbacks made to the PML")
+    X(pml_send_callbacks,   "Send completion callbacks made to the PML") \
+    X(num_puts,             "PUT operations started by the PML") \
+    X(num_put_sends,        "PUT segments posted for the first time") \
+    X(num_put_recvs,        "PUT segments written into a registered region") \
+    X(num_put_after_dereg,  "PUT segments for a region deregistered meanwhile (discarded, ACKed)") \
+    X(num_regs,             "Memory regions registered for remote writes")
 
 typedef struct opal_btl_usnic_stats_t {
 #define OPAL_BTL_USNIC_STAT_FIELD(name, help) uint64_t name;

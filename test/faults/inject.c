@@ -1,6 +1,7 @@
 /*
- * Hostile datagrams for the usnic BTL: sends malformed, foreign and
- * out-of-window datagrams to the given UDP ports on 127.0.0.1 only.
+ * Hostile datagrams for the usnic BTL: sends malformed, foreign,
+ * out-of-window and oversized datagrams to the given UDP ports on
+ * 127.0.0.1 only.
  *
  *   inject COOKIE ROUNDS PORT...
  *
@@ -92,6 +93,34 @@ static size_t unknown_sender(uint8_t *buf, uint32_t cookie, unsigned round)
     return sizeof(opal_btl_usnic_hdr_t);
 }
 
+/* Longer than any channel's receive buffer (MTU 1472 at most on the udp
+ * provider; loopback carries up to 64 KiB) */
+static size_t oversized_len(unsigned round)
+{
+    static const size_t sizes[] = {1473, 4000, 9000, 65000};
+    return sizes[round % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static size_t oversized_garbage(uint8_t *buf, uint32_t cookie, unsigned round)
+{
+    (void) cookie;
+    size_t len = oversized_len(round);
+    for (size_t i = 0; i < len; ++i) {
+        buf[i] = (uint8_t) rand();
+    }
+    return len;
+}
+
+/* Its head is a well-formed little fragment: only its length betrays it
+ * (the provider delivers the head of a datagram that does not fit). */
+static size_t oversized_valid_head(uint8_t *buf, uint32_t cookie, unsigned round)
+{
+    size_t len = oversized_len(round);
+    header((opal_btl_usnic_hdr_t *) buf, cookie, OPAL_BTL_USNIC_PKT_FRAG, round % 2, 0x40000000u + round * 977u, 4);
+    memset(buf + sizeof(opal_btl_usnic_hdr_t), 0xee, len - sizeof(opal_btl_usnic_hdr_t));
+    return len;
+}
+
 /* from rank 0 / rank 1, far outside any receive window */
 static size_t out_of_window(uint8_t *buf, uint32_t cookie, unsigned round)
 {
@@ -129,6 +158,8 @@ static const forgery_t forgeries[] = {
     {"sequence far outside the window", out_of_window},
     {"chunk offset out of range", chunk_out_of_range},
     {"ACK carrying payload", ack_with_payload},
+    {"oversized garbage", oversized_garbage},
+    {"oversized, well-formed head", oversized_valid_head},
 };
 
 int main(int argc, char **argv)
@@ -145,7 +176,7 @@ int main(int argc, char **argv)
         return 1;
     }
     srand(12345);
-    uint8_t buf[2048];
+    static uint8_t buf[65536];
     for (size_t k = 0; k < sizeof(forgeries) / sizeof(forgeries[0]); ++k) {
         unsigned sent = 0;
         for (unsigned r = 0; r < rounds; ++r) {
@@ -160,7 +191,7 @@ int main(int argc, char **argv)
                     ++sent;
                 }
             }
-            if (0 == r % 16) {
+            if (0 == r % 16 || len > 2048) {
                 usleep(1000); /* stay below the kernel's socket buffer */
             }
         }

@@ -1,7 +1,8 @@
 /*
  * Verified ping-pongs of varying sizes between rank pairs for a fixed time
  * (argv[1] seconds, default 4), so that a fault injector has a live job
- * to aim at.  Every byte is checked; exits non-zero on any mismatch.
+ * to aim at.  Every byte is checked, in both directions; exits non-zero on
+ * any mismatch.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -42,7 +43,13 @@ int main(int argc, char **argv)
         if (0 == rank % 2) {
             fill(buf, n, seed);
             MPI_Send(buf, (int) n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            fill(buf, n, seed + 1); /* differs in every byte from the echo expected */
             MPI_Recv(buf, (int) n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            int bad = check(buf, n, seed);
+            if (bad >= 0) {
+                fprintf(stderr, "FAIL soak: rank %d iteration %d size %zu echo byte %d\n", rank, iter, n, bad);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
             stop = (MPI_Wtime() - t0) > seconds;
             MPI_Send(&stop, 1, MPI_INT, peer, 3, MPI_COMM_WORLD);
         } else {

@@ -56,7 +56,8 @@ static const hdr_case_t hdr_cases[] = {
     {"wrong cookie", K_FRAG, 10, 0, F_COOKIE, FX_COOKIE ^ 1, R(BAD_COOKIE)},
     {"wrong cookie on ack", K_ACK, 0, 0, F_COOKIE, 0, R(BAD_COOKIE)},
     {"type 0", K_FRAG, 10, 0, F_TYPE, 0, R(BAD_TYPE)},
-    {"type 4", K_FRAG, 10, 0, F_TYPE, 4, R(BAD_TYPE)},
+    {"type 5", K_FRAG, 10, 0, F_TYPE, 5, R(BAD_TYPE)},
+    {"FRAG relabelled PUT: short of the PUT header", K_FRAG, 10, 0, F_TYPE, OPAL_BTL_USNIC_PKT_PUT, R(TRUNCATED)},
     {"type 255", K_FRAG, 10, 0, F_TYPE, 255, R(BAD_TYPE)},
     /* checks run in order: the first failing one is reported */
     {"bad magic on a truncated-looking frag", K_FRAG, 10, 5, F_MAGIC, 1, R(BAD_MAGIC)},

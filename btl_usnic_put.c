@@ -1,0 +1,319 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Emulated RDMA PUT.
+ *
+ * Design notes
+ * ------------
+ * Why.  A fragment sent the ordinary way is copied three times: into the
+ * sender's datagram, out of the datagram into the receiver's reassembly
+ * buffer, and by the PML from there into the user's buffer.  A PUT segment
+ * carries its target address, so the receiver copies it straight from the
+ * datagram into the user's buffer: one receive-side copy instead of two.
+ *
+ * Safety.  A datagram may come from anybody who can reach the port.  The
+ * target writes only where it said it may: btl_register_mem with
+ * MCA_BTL_REG_FLAG_REMOTE_WRITE creates a region (base, size, peer) with a
+ * random 64-bit key; the PML ships the handle (region id + key) to the
+ * origin, and every PUT segment carries both.  A segment is written only
+ * if the region is live, the key and the sending peer match, and the bytes
+ * fit inside the region; anything else is counted and dropped without
+ * taking its sequence number (so a forged segment cannot steal the slot of
+ * a genuine one).  A region deregistered while a PUT is still in flight
+ * becomes a tombstone: later segments with its key are accepted and
+ * ACKed but discarded, so the origin completes instead of retransmitting
+ * into a void, and the freed memory is never written.
+ *
+ * Reliability.  PUT segments take sequence numbers, windows, ACKs and
+ * retransmissions like every other segment (they are chunk segments with
+ * another header), on the data channel.  The receiver writes a segment
+ * before it ACKs it.
+ *
+ * Completion.  The PML's completion callback runs when the last segment is
+ * ACKed, i.e. when every byte is in the target's memory (remote
+ * completion, seed 003).  Whatever the PML sends afterwards (its FIN), on
+ * either channel, can therefore never overtake the data: the BTL's
+ * guarantee is stronger than the order tag asks for, so btl_put ignores
+ * |order| and descriptors stay MCA_BTL_NO_ORDER.
+ */
+#include "opal_config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "btl_usnic_engine.h"
+
+/* ===================== registration table (target side) ===================== */
+
+void opal_btl_usnic_reg_table_init(opal_btl_usnic_reg_table_t *t, uint32_t max_slots)
+{
+    memset(t, 0, sizeof(*t));
+    t->max_slots = max_slots;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t->rng = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ (uint64_t) (uintptr_t) t;
+}
+
+void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t)
+{
+    free(t->slots);
+    free(t->dead);
+    memset(t, 0, sizeof(*t));
+}
+
+/* An unguessable key from the kernel; a mixed counter if it is unavailable */
+static uint64_t new_key(opal_btl_usnic_reg_table_t *t)
+{
+    uint64_t key = 0;
+    if (sizeof(key) != getrandom(&key, sizeof(key), GRND_NONBLOCK)) {
+        t->rng += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+        key = t->rng;
+        key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+        key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+        key ^= key >> 31;
+    }
+    return key;
+}
+
+static bool table_grow(opal_btl_usnic_reg_table_t *t)
+{
+    if (t->nslots >= t->max_slots) {
+        return false;
+    }
+    uint32_t n = (0 == t->nslots) ? 64 : 2 * t->nslots;
+    if (n > t->max_slots) {
+        n = t->max_slots;
+    }
+    opal_btl_usnic_region_t *slots = (opal_btl_usnic_region_t *) realloc(t->slots, n * sizeof(*slots));
+    if (NULL == slots) {
+        return false;
+    }
+    memset(slots + t->nslots, 0, (n - t->nslots) * sizeof(*slots));
+    t->slots = slots;
+    /* the dead ring is rebuilt in the new size, oldest first */
+    uint32_t *dead = (uint32_t *) malloc(n * sizeof(*dead));
+    if (NULL == dead) {
+        return false;
+    }
+    for (uint32_t i = 0; i < t->dead_count; ++i) {
+        dead[i] = t->dead[(t->dead_head + i) % t->nslots];
+    }
+    free(t->dead);
+    t->dead = dead;
+    t->dead_head = 0;
+    t->nslots = n;
+    return true;
+}
+
+/* A slot for a new region: never used ones first, then the oldest tombstone */
+static bool slot_take(opal_btl_usnic_reg_table_t *t, uint32_t *id)
+{
+    if (t->nused < t->nslots || table_grow(t)) {
+        *id = t->nused++;
+        return true;
+    }
+    if (0 == t->dead_count) {
+        return false;
+    }
+    *id = t->dead[t->dead_head];
+    t->dead_head = (t->dead_head + 1) % t->nslots;
+    --t->dead_count;
+    return true;
+}
+
+bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint32_t peer_id,
+                            opal_btl_usnic_reg_handle_t *handle)
+{
+    uint32_t id;
+    if (!slot_take(t, &id)) {
+        return false;
+    }
+    opal_btl_usnic_region_t *r = &t->slots[id];
+    r->base = (uint8_t *) base;
+    r->size = size;
+    r->peer_id = peer_id;
+    r->key = new_key(t);
+    r->state = OPAL_BTL_USNIC_REGION_LIVE;
+    ++t->nlive;
+    handle->region_id = id;
+    handle->reserved = 0;
+    handle->key = r->key;
+    return true;
+}
+
+void opal_btl_usnic_reg_remove(opal_btl_usnic_reg_table_t *t, const opal_btl_usnic_reg_handle_t *handle)
+{
+    uint32_t id = handle->region_id;
+    if (id >= t->nused || OPAL_BTL_USNIC_REGION_LIVE != t->slots[id].state || t->slots[id].key != handle->key) {
+        return;
+    }
+    t->slots[id].state = OPAL_BTL_USNIC_REGION_DEAD;
+    t->dead[(t->dead_head + t->dead_count) % t->nslots] = id;
+    ++t->dead_count;
+    --t->nlive;
+}
+
+opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_table_t *t, uint32_t region_id,
+                                                      uint64_t key, uint32_t peer_id, uint64_t addr, size_t len)
+{
+    if (region_id >= t->nused) {
+        return OPAL_BTL_USNIC_PUT_REJECT;
+    }
+    const opal_btl_usnic_region_t *r = &t->slots[region_id];
+    if (r->key != key || (OPAL_BTL_USNIC_ANY_PEER != r->peer_id && r->peer_id != peer_id)) {
+        return OPAL_BTL_USNIC_PUT_REJECT;
+    }
+    if (OPAL_BTL_USNIC_REGION_DEAD == r->state) {
+        return OPAL_BTL_USNIC_PUT_DISCARD;
+    }
+    uint64_t start = (uint64_t) (uintptr_t) r->base;
+    /* overflow-safe form of start <= addr && addr + len <= start + size */
+    if (OPAL_BTL_USNIC_REGION_LIVE != r->state || addr < start || addr - start > r->size ||
+        len > r->size - (addr - start)) {
+        return OPAL_BTL_USNIC_PUT_REJECT;
+    }
+    return OPAL_BTL_USNIC_PUT_WRITE;
+}
+
+/* ===================== origin side ===================== */
+
+int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address, uint64_t remote_addr,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              const opal_btl_usnic_reg_handle_t *remote_handle, size_t size,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    if (OPAL_UNLIKELY(ep->failed)) {
+        return OPAL_ERR_UNREACH;
+    }
+    if (NULL == remote_handle || OPAL_BTL_USNIC_REGION_LOCAL == remote_handle->region_id || 0 == size) {
+        return OPAL_ERR_BAD_PARAM;
+    }
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(eng, 0);
+    if (NULL == frag) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    frag->kind = OPAL_BTL_USNIC_FRAG_PUT;
+    frag->owned_by_btl = true;
+    frag->ep = ep;
+    frag->segments[0].seg_addr.pval = local_address;
+    frag->segments[0].seg_len = size;
+    frag->base.des_segment_count = 1;
+    frag->total_len = size;
+    frag->put.remote_addr = remote_addr;
+    frag->put.region_id = remote_handle->region_id;
+    frag->put.key = remote_handle->key;
+    frag->put.unacked = 0;
+    frag->put.status = OPAL_SUCCESS;
+    frag->put.cbfunc = cbfunc;
+    frag->put.cbcontext = cbcontext;
+    frag->put.cbdata = cbdata;
+    frag->put.local_handle = local_handle;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_puts);
+    opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    return OPAL_SUCCESS;
+}
+
+/* Every segment posted and ACKed (or the PUT failed and nothing is in
+ * flight any more): the PML is called back from the next progress pass,
+ * never from inside ACK processing or its own call. */
+static void put_finish_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    if (frag->queued || 0 != frag->put.unacked || frag->callback_pending) {
+        return;
+    }
+    frag->callback_pending = true;
+    opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
+}
+
+void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    frag->callback_pending = false;
+    if (NULL != frag->put.cbfunc) {
+        frag->put.cbfunc(eng->btl, frag->ep, frag->segments[0].seg_addr.pval, frag->put.local_handle,
+                         frag->put.cbcontext, frag->put.cbdata, frag->put.status);
+    }
+    opal_btl_usnic_frag_return(eng, frag);
+}
+
+int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                 opal_btl_usnic_send_frag_t *frag)
+{
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(eng);
+    if (NULL == seg) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    size_t room = ep->max_chunk_payload + sizeof(opal_btl_usnic_chunk_hdr_t) - sizeof(opal_btl_usnic_put_hdr_t);
+    size_t len = frag->total_len - frag->offset;
+    if (len > room) {
+        len = room;
+    }
+    opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) seg->hdr;
+    opal_btl_usnic_hdr_fill(eng, &ph->hdr, OPAL_BTL_USNIC_PKT_PUT, 0, len, 0);
+    ph->region_id = opal_btl_usnic_wire32(frag->put.region_id);
+    ph->key = opal_btl_usnic_wire64(frag->put.key);
+    ph->addr = opal_btl_usnic_wire64(frag->put.remote_addr + frag->offset);
+    memcpy(opal_btl_usnic_seg_payload(seg, sizeof(*ph)), (const uint8_t *) frag->segments[0].seg_addr.pval + frag->offset,
+           len);
+    seg->wire_len = (uint32_t) (sizeof(*ph) + len);
+    seg->frag = frag;
+    int rc = opal_btl_usnic_send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->frag = NULL;
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_seg_release_if_done(eng, seg);
+        return rc;
+    }
+    frag->offset += len;
+    ++frag->put.unacked;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_put_sends);
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_put_seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_frag_t *frag = seg->frag;
+    seg->frag = NULL;
+    --frag->put.unacked;
+    put_finish_if_done(eng, frag);
+}
+
+void opal_btl_usnic_put_posted_or_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag,
+                                         int status)
+{
+    if (OPAL_SUCCESS != status) {
+        frag->put.status = status;
+    }
+    put_finish_if_done(eng, frag);
+}
+
+void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status)
+{
+    if (NULL != seg->frag && OPAL_BTL_USNIC_FRAG_PUT == seg->frag->kind) {
+        seg->frag->put.status = status;
+    }
+}
+
+/* ===================== target side ===================== */
+
+bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             const opal_btl_usnic_put_hdr_t *ph)
+{
+    size_t len = opal_btl_usnic_host16(ph->hdr.payload_len);
+    uint64_t addr = opal_btl_usnic_host64(ph->addr);
+    switch (opal_btl_usnic_reg_check(&eng->regs, opal_btl_usnic_host32(ph->region_id), opal_btl_usnic_host64(ph->key),
+                                     ep->peer_id, addr, len)) {
+    case OPAL_BTL_USNIC_PUT_WRITE:
+        memcpy((void *) (uintptr_t) addr, (const uint8_t *) ph + sizeof(*ph), len);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_put_recvs);
+        return true;
+    case OPAL_BTL_USNIC_PUT_DISCARD:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_put_after_dereg);
+        return true;
+    default:
+        return false;
+    }
+}

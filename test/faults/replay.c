@@ -1,0 +1,200 @@
+/*
+ * Replayed datagrams for the usnic BTL: captures genuine datagrams that the
+ * ranks of a running job exchange on 127.0.0.1, then sends byte-identical
+ * copies back to the same ports, at once and again in bursts long after.
+ *
+ *   replay CAPTURE_MAX CAPTURE_SECONDS BURSTS GAP_MS PORT...
+ *
+ * Only datagrams from one of the PORTs on 127.0.0.1 to another of them are
+ * captured (a raw IPPROTO_UDP socket sees a copy of every UDP datagram the
+ * host receives), so forgeries of other tools are never taken for the
+ * job's own.  The copies leave from 127.0.0.1 and go only to the captured
+ * destination port, which is always one of the PORTs on 127.0.0.1.  Every
+ * copy is sent BURSTS times, GAP_MS apart.  Needs root (CAP_NET_RAW).
+ *
+ * Prints one line with what was captured (by segment type) and one per
+ * burst; the last line reads "replay: total R datagrams (D data segments)
+ * in B bursts", data segments being those with a sequence number (all but
+ * ACKs), which the receiver must drop as old or duplicate.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../btl_usnic_proto.h"
+
+#define MAX_PORTS 64
+
+typedef struct {
+    uint16_t len;  /* UDP header + payload */
+    int type;      /* segment type of the usnic header, -1 if none */
+    uint8_t bytes[1500];
+} captured_t;
+
+static uint16_t ports[MAX_PORTS];
+static int nports;
+
+static int is_job_port(uint16_t port)
+{
+    for (int i = 0; i < nports; ++i) {
+        if (ports[i] == port) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+/* Segments that carry a sequence number: all but ACKs */
+static int is_data(const captured_t *c)
+{
+    return c->type >= 0 && OPAL_BTL_USNIC_PKT_ACK != c->type;
+}
+
+/* Keeps |pkt| (an IPv4 packet as a raw socket delivers it) if it is a UDP
+ * datagram between two of the job's ports on 127.0.0.1. */
+static int take(captured_t *c, const uint8_t *pkt, size_t n)
+{
+    const struct iphdr *ip = (const struct iphdr *) pkt;
+    if (n < sizeof(*ip) || 4 != ip->version || IPPROTO_UDP != ip->protocol) {
+        return 0;
+    }
+    size_t ihl = 4u * ip->ihl;
+    if (htonl(INADDR_LOOPBACK) != ip->saddr || htonl(INADDR_LOOPBACK) != ip->daddr || n < ihl + sizeof(struct udphdr)) {
+        return 0;
+    }
+    const struct udphdr *udp = (const struct udphdr *) (pkt + ihl);
+    size_t ulen = ntohs(udp->len);
+    if (!is_job_port(ntohs(udp->source)) || !is_job_port(ntohs(udp->dest)) || ulen < sizeof(*udp) ||
+        ulen > n - ihl || ulen > sizeof(c->bytes)) {
+        return 0;
+    }
+    memcpy(c->bytes, udp, ulen);
+    c->len = (uint16_t) ulen;
+    c->type = -1;
+    if (ulen >= sizeof(*udp) + sizeof(opal_btl_usnic_hdr_t)) {
+        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (c->bytes + sizeof(*udp));
+        if (OPAL_BTL_USNIC_MAGIC == le16toh(h->magic)) {
+            c->type = h->type;
+        }
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7) {
+        fprintf(stderr, "usage: %s CAPTURE_MAX CAPTURE_SECONDS BURSTS GAP_MS PORT PORT...\n", argv[0]);
+        return 2;
+    }
+    int max = atoi(argv[1]);
+    double capture_s = atof(argv[2]);
+    int bursts = atoi(argv[3]);
+    int gap_ms = atoi(argv[4]);
+    for (int i = 5; i < argc && nports < MAX_PORTS; ++i) {
+        int p = atoi(argv[i]);
+        if (p <= 0 || p > 65535) {
+            fprintf(stderr, "replay: bad port %s\n", argv[i]);
+            return 2;
+        }
+        ports[nports++] = (uint16_t) p;
+    }
+    if (max <= 0 || bursts <= 0 || gap_ms < 0) {
+        fprintf(stderr, "replay: bad arguments\n");
+        return 2;
+    }
+    captured_t *cap = calloc((size_t) max, sizeof(*cap));
+    int rx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
+    int tx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
+    if (NULL == cap || rx < 0 || tx < 0) {
+        perror("replay: raw socket (needs root)");
+        return 1;
+    }
+    struct sockaddr_in lo;
+    memset(&lo, 0, sizeof(lo));
+    lo.sin_family = AF_INET;
+    lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (0 != bind(tx, (struct sockaddr *) &lo, sizeof(lo))) { /* copies leave from 127.0.0.1 */
+        perror("replay: bind");
+        return 1;
+    }
+
+    /* capture */
+    int n = 0, data = 0, counts[257] = {0}; /* by type; [256]: not ours */
+    uint8_t pkt[65536];
+    double t0 = now_s();
+    while (n < max && now_s() - t0 < capture_s) {
+        struct pollfd pfd = {.fd = rx, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0) {
+            continue;
+        }
+        ssize_t got = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
+        if (got > 0 && take(&cap[n], pkt, (size_t) got)) {
+            ++counts[cap[n].type >= 0 ? cap[n].type : 256];
+            data += is_data(&cap[n]);
+            ++n;
+        }
+    }
+    close(rx); /* stop cloning the job's traffic */
+    printf("replay: captured %d datagrams in %.2f s:", n, now_s() - t0);
+    for (int t = 0; t < 257; ++t) {
+        if (counts[t] > 0) {
+            printf(" %s %d", (t < 256) ? opal_btl_usnic_seg_type_name((unsigned) t) : "not-usnic", counts[t]);
+        }
+    }
+    printf("\n");
+    fflush(stdout);
+
+    /* replay: the same bytes, UDP header included (so the original source
+     * port too); checksum 0 = none, as loopback's may be only partial */
+    long total = 0, total_data = 0;
+    for (int b = 0; b < bursts; ++b) {
+        if (b > 0) {
+            usleep((useconds_t) gap_ms * 1000u);
+        }
+        long sent = 0, sent_data = 0;
+        for (int i = 0; i < n; ++i) {
+            struct udphdr *udp = (struct udphdr *) cap[i].bytes;
+            udp->check = 0;
+            struct sockaddr_in to = lo; /* never anywhere but 127.0.0.1 */
+            to.sin_port = udp->dest;
+            if (!is_job_port(ntohs(udp->dest))) {
+                continue;
+            }
+            if (sendto(tx, cap[i].bytes, cap[i].len, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) cap[i].len) {
+                ++sent;
+                sent_data += is_data(&cap[i]);
+            } else if (ENOBUFS != errno && EAGAIN != errno) {
+                perror("replay: sendto");
+            }
+            if (0 == i % 16) {
+                usleep(1000); /* stay below the ranks' socket buffers */
+            }
+        }
+        printf("replay: burst %d at +%.2f s: %ld datagrams (%ld data segments)\n", b + 1, now_s() - t0, sent,
+               sent_data);
+        fflush(stdout);
+        total += sent;
+        total_data += sent_data;
+    }
+    printf("replay: total %ld datagrams (%ld data segments) in %d bursts\n", total, total_data, bursts);
+    close(tx);
+    free(cap);
+    return (n > 0 && data > 0) ? 0 : 1;
+}

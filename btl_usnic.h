@@ -94,12 +94,16 @@ typedef struct opal_btl_usnic_module_t {
 
     /* Test-only fault injection (btl_usnic_inject_faults): every dup_every-th
      * datagram is sent twice, every reorder_every-th is held back and sent
-     * after the next one.  Off (0) in production: one predictable branch. */
+     * after the next one, every forge_put_every-th PUT segment is preceded
+     * by a forged copy with a wrong key.  Off (0) in production: one
+     * predictable branch. */
     struct {
         bool on;
         uint32_t dup_every;
         uint32_t reorder_every;
+        uint32_t forge_put_every;
         uint64_t count;
+        uint64_t put_count;
         opal_btl_usnic_send_seg_t *held;  /* posted later, after the next datagram */
         opal_btl_usnic_endpoint_t *held_ep;
         int held_channel;
@@ -108,6 +112,7 @@ typedef struct opal_btl_usnic_module_t {
         uint64_t dups;
         uint64_t data_dups;               /* duplicates of data-bearing segments */
         uint64_t reorders;
+        uint64_t forged_puts;
     } inject;
 } opal_btl_usnic_module_t;
 
@@ -137,6 +142,7 @@ typedef struct opal_btl_usnic_component_t {
     char *inject_faults;        /* testing only: "dup=N,reorder=M" */
     uint32_t inject_dup_every;
     uint32_t inject_reorder_every;
+    uint32_t inject_forge_put_every;
     int bandwidth;              /* Mbps for the BML; 0 = link speed */
     int latency;                /* relative latency for the BML */
 

@@ -100,10 +100,10 @@ static bool is_set(const char *s)
     return NULL != s && '\0' != s[0];
 }
 
-/* "dup=N,reorder=M" (either part optional) */
-static int parse_inject_faults(const char *spec, uint32_t *dup_p, uint32_t *reorder_p)
+/* "dup=N,reorder=M,forge_put=K" (every part optional) */
+static int parse_inject_faults(const char *spec, uint32_t *dup_p, uint32_t *reorder_p, uint32_t *forge_p)
 {
-    *dup_p = *reorder_p = 0;
+    *dup_p = *reorder_p = *forge_p = 0;
     if (!is_set(spec)) {
         return OPAL_SUCCESS;
     }
@@ -119,6 +119,9 @@ static int parse_inject_faults(const char *spec, uint32_t *dup_p, uint32_t *reor
         } else if (0 == strncmp(tok, "reorder=", 8)) {
             v = strtoul(tok + 8, &end, 10);
             *reorder_p = (uint32_t) v;
+        } else if (0 == strncmp(tok, "forge_put=", 10)) {
+            v = strtoul(tok + 10, &end, 10);
+            *forge_p = (uint32_t) v;
         } else {
             rc = OPAL_ERR_BAD_PARAM;
             break;
@@ -206,12 +209,15 @@ int opal_btl_usnic_component_register_params(void)
         ok = false;
     }
     reg_string("inject_faults",
-               "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M\": every N-th datagram "
-               "is sent twice and every M-th is held back and sent after the next one (0 or absent = never).  "
-               "Leave unset in production",
+               "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M,forge_put=K\": every "
+               "N-th datagram is sent twice, every M-th is held back and sent after the next one, and every K-th PUT "
+               "datagram is preceded by a forged copy with a wrong key (0 or absent = never).  Leave unset in "
+               "production",
                NULL, OPAL_INFO_LVL_9, &c->inject_faults);
-    if (OPAL_SUCCESS != parse_inject_faults(c->inject_faults, &c->inject_dup_every, &c->inject_reorder_every)) {
-        note_bad_param("inject_faults", c->inject_faults, "dup=N,reorder=M with N, M from 0 to 1000000");
+    if (OPAL_SUCCESS != parse_inject_faults(c->inject_faults, &c->inject_dup_every, &c->inject_reorder_every,
+                                            &c->inject_forge_put_every)) {
+        note_bad_param("inject_faults", c->inject_faults,
+                       "dup=N,reorder=M,forge_put=K with N, M, K from 0 to 1000000");
         ok = false;
     }
     if (c->rto_min > c->rto_max || c->retrans_timeout > c->rto_max) {

@@ -87,6 +87,22 @@ static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     }
 }
 
+/* Send a copy of the PUT |seg| with its key flipped, ahead of it: the
+ * target must drop it unwritten and still accept the genuine one. */
+static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                              opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    size_t len = module->prefix + seg->wire_len;
+    memcpy(module->inject.dup_buf, seg->buf, len);
+    opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) (module->inject.dup_buf + module->prefix);
+    ph->key ^= opal_btl_usnic_wire64(0x8000000000000001ull);
+    memset(module->inject.dup_buf + module->prefix + sizeof(*ph), 0xee, seg->wire_len - sizeof(*ph));
+    if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
+                     module->inject.dup_ctx)) {
+        ++module->inject.forged_puts;
+    }
+}
+
 /* Post the datagram held back for reordering, if any. */
 static void inject_release_held(opal_btl_usnic_module_t *module)
 {
@@ -109,6 +125,10 @@ static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
                           opal_btl_usnic_send_seg_t *seg, int channel)
 {
     uint64_t n = ++module->inject.count;
+    if (0 != module->inject.forge_put_every && OPAL_BTL_USNIC_PKT_PUT == seg->hdr->type && seg->seq == ep->tx.next_seq &&
+        0 == ++module->inject.put_count % module->inject.forge_put_every) {
+        inject_forged_put(module, ep, seg, channel);
+    }
     if (0 != module->inject.dup_every && 0 == n % module->inject.dup_every) {
         inject_duplicate(module, ep, seg, channel);
     }
@@ -923,9 +943,10 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
     if (module->inject.on) {
         inject_release_held(module);
         opal_output(0, "btl:usnic [rank %u %s] fault injection: %llu duplicated (%llu with data), %llu reordered "
-                    "datagrams",
+                    "datagrams, %llu forged PUTs",
                     (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, (unsigned long long) module->inject.dups,
-                    (unsigned long long) module->inject.data_dups, (unsigned long long) module->inject.reorders);
+                    (unsigned long long) module->inject.data_dups, (unsigned long long) module->inject.reorders,
+                    (unsigned long long) module->inject.forged_puts);
         free(module->inject.dup_buf);
         module->inject.dup_buf = NULL;
     }
@@ -1115,11 +1136,13 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;
     }
-    if (0 != mca_btl_usnic_component.inject_dup_every || 0 != mca_btl_usnic_component.inject_reorder_every) {
+    if (0 != mca_btl_usnic_component.inject_dup_every || 0 != mca_btl_usnic_component.inject_reorder_every ||
+        0 != mca_btl_usnic_component.inject_forge_put_every) {
         module->inject.dup_buf = (uint8_t *) malloc(module->prefix + module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu);
         module->inject.on = (NULL != module->inject.dup_buf);
         module->inject.dup_every = mca_btl_usnic_component.inject_dup_every;
         module->inject.reorder_every = mca_btl_usnic_component.inject_reorder_every;
+        module->inject.forge_put_every = mca_btl_usnic_component.inject_forge_put_every;
     }
     module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
                                       ? (uint32_t) mca_btl_usnic_component.bandwidth

@@ -11,7 +11,10 @@ BUILD_PACKAGES=(
     build-essential pkg-config libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin
     libhwloc-dev libevent-dev
 )
-TEST_PACKAGES=(valgrind netpipe-openmpi iproute2 nftables bc procps)
+# clang + libclang-rt-14-dev: the libFuzzer target; lammps hpcc python3-mpi4py
+# python3-numpy: the real MPI clients suite
+TEST_PACKAGES=(valgrind netpipe-openmpi iproute2 nftables bc procps clang libclang-rt-14-dev
+    lammps hpcc python3-mpi4py python3-numpy)
 
 packages=("${BUILD_PACKAGES[@]}")
 if [[ "${1:-}" == "test" ]]; then

@@ -7,11 +7,13 @@
 #   bash test/run-all.sh
 #
 # Suites: unit tests of the reliability engine (plain and under
-# AddressSanitizer), parameter and selection tests, MPI integration tests
-# over "--mca pml ob1 --mca btl usnic,self" (2-4 ranks, NetPIPE, valgrind),
-# hostile datagrams, a dead peer, and the MPI tests again under 1%, 5% and
-# 20% UDP loss in a private network namespace.  All traffic stays on
-# loopback (the host's or the namespace's).
+# AddressSanitizer), a bounded libFuzzer run of the receive side, parameter
+# and selection tests, MPI integration tests over "--mca pml ob1 --mca btl
+# usnic,self" (2-4 ranks, NetPIPE, valgrind), hostile datagrams, dead peers
+# (SIGSTOP and kill -9), duplication/reordering/forged PUTs, incast, the MPI
+# tests again under 1%, 5% and 20% UDP loss in a private network namespace,
+# and real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader.  All
+# traffic stays on loopback (the host's or the namespace's).
 #
 set -uo pipefail
 
@@ -70,6 +72,7 @@ ompi_info | grep 'MCA btl: usnic' || { echo "ompi_info does not list the usnic B
 
 run_suite "unit tests" make -C "$ROOT" --no-print-directory check
 run_suite "unit tests under ASan" make -C "$ROOT" --no-print-directory check-asan
+run_suite "receive-side fuzzing" bash "$ROOT/test/fuzz/run-fuzz.sh"
 run_suite "parameters and selection" bash "$ROOT/test/params/run-param-tests.sh"
 run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo" \
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
@@ -78,6 +81,7 @@ run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
 run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
+run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 
 banner "summary"
 echo "suite logs: $LOGDIR"

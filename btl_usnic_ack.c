@@ -56,7 +56,11 @@
  *
  * RTO.  RFC 6298: srtt and rttvar from ACKs of segments sent only once
  * (Karn's rule), RTO = srtt + 4 rttvar clamped to [rto_min, rto_max];
- * retrans_timeout is the RTO before the first sample.
+ * retrans_timeout is the RTO before the first sample.  The back-off stops
+ * at 4x while the peer sent any ACK within rto_max: under heavy random
+ * loss a lost retransmission of the hole at the window's left edge is
+ * common, and 8x, 16x ... waits only stall the window; a silent peer
+ * backs off fully (up to rto_max) until peer_timeout.
  *
  * Retransmissions go through the engine's resend list; the send progression
  * reposts at most max_resends_per_iteration of them per pass, always on the
@@ -147,7 +151,12 @@ void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
                                 opal_btl_usnic_send_seg_t *seg)
 {
     seg->sent_time = eng->now;
-    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, ep->timer.backoff, eng->p.rto_max);
+    unsigned backoff = ep->timer.backoff;
+    if (backoff > OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF && 0 != ep->timer.last_heard &&
+        eng->now - ep->timer.last_heard < eng->p.rto_max) {
+        backoff = OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF;
+    }
+    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, backoff, eng->p.rto_max);
     if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
         (void) eng->wire->timer_arm(eng, ep, seg);
         seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
@@ -287,6 +296,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
                                     opal_btl_usnic_seq_t ack_seq, uint32_t credit, bool reports_arrival)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_recvs);
+    ep->timer.last_heard = eng->now;
     if (opal_btl_usnic_seq_lt(ack_seq, ep->tx.acked_seq)) {
         OPAL_BTL_USNIC_STAT_INC(eng, num_old_dup_acks);
         return;

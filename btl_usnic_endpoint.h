@@ -54,6 +54,7 @@ typedef struct mca_btl_base_endpoint_t {
         uint64_t rto;                    /* us */
         unsigned backoff;                /* timeouts since the ACK last advanced */
         uint64_t last_ack_time;          /* last time the ACK advanced or data started to flow */
+        uint64_t last_heard;             /* last time any ACK (even a duplicate) came; 0 = never */
         bool in_recovery;
         opal_btl_usnic_seq_t recover;
     } timer;

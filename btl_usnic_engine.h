@@ -303,9 +303,16 @@ void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng);
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
 
 /* Arm |seg|'s retransmit timer: now + the endpoint's RTO backed off by
- * the timeouts since its ACK last advanced. */
+ * the timeouts since its ACK last advanced (at most ALIVE_MAX_BACKOFF
+ * doublings while the peer was heard from within rto_max). */
 void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                 opal_btl_usnic_send_seg_t *seg);
+
+/* A peer that answered within rto_max is alive: its losses are random,
+ * not a dead or congested path, and waiting 8x, 16x ... the RTO for each
+ * lost retransmission only stalls the window (one segment per timeout is
+ * resent, so this adds no load worth backing off from). */
+#define OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF 2u
 
 /* Exponential back-off: |rto| doubled |retries| times, at most |rto_max|. */
 static inline uint64_t opal_btl_usnic_rto_backoff(uint64_t rto, unsigned retries, uint64_t rto_max)

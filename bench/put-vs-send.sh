@@ -38,9 +38,10 @@ run_one() { # label rep
         tail -20 <<<"$out"
         return 1
     fi
-    # the demo prints each counter as: name  rank0  rank1
+    # the demo prints each counter as: [label] name  rank0  rank1
     local puts
-    puts=$(awk '$1 ~ /btl_usnic_num_put_recvs$/ {print $2 + $3}' <<<"$out" | tail -1)
+    puts=$(awk '{for (i = 1; i + 2 <= NF; ++i) if ($i == "btl_usnic_num_put_recvs") print $(i + 1) + $(i + 2)}' \
+        <<<"$out" | tail -1)
     PUTS[$label]=$(( ${PUTS[$label]} + ${puts:-0} ))
     printf '  run %d/%d %-4s done (PUT segments received: %s)\n' "$rep" "$REPS" "$label" "${puts:-0}"
 }

@@ -357,6 +357,47 @@ static void test_backoff_schedule_and_reset(void)
     fx_fini(&fx);
 }
 
+/* A peer that keeps answering (duplicate ACKs: it is alive, the hole's
+ * retransmissions are just unlucky) holds the back-off at 4x the RTO; once
+ * it has been silent for rto_max the full back-off applies again. */
+static void test_backoff_capped_while_peer_alive(void)
+{
+    opal_btl_usnic_engine_params_t p = params(1000, 200, 16000, 0);
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[2];
+    FX_SEND_TINY(&fx, ep, 2, segs);
+    fx_complete_all(&fx);
+    static const uint64_t want[] = {1000, 2000, 4000, 4000, 4000, 4000};
+    uint64_t last = 0;
+    for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); ++i) {
+        uint64_t t = timeout_and_resend(&fx);
+        if (!CHECK_EQ_U(t - last, want[i])) {
+            fprintf(stderr, "  timeout %u\n", i + 1);
+        }
+        last = t;
+        opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, false); /* the peer is alive */
+    }
+    CHECK_EQ(ep->timer.backoff, 6); /* counted in full, only its effect is capped */
+    /* silence: after rto_max without any ACK the next waits grow again */
+    uint64_t t1 = timeout_and_resend(&fx);
+    CHECK_EQ_U(t1 - last, 4000);
+    uint64_t t2 = timeout_and_resend(&fx);
+    CHECK_EQ_U(t2 - t1, 4000);
+    uint64_t t3 = timeout_and_resend(&fx);
+    CHECK_EQ_U(t3 - t2, 4000);
+    uint64_t t4 = timeout_and_resend(&fx);
+    CHECK_EQ_U(t4 - t3, 4000); /* last heard 16000 us ago at t4's arming: still capped */
+    uint64_t t5 = timeout_and_resend(&fx);
+    CHECK_EQ_U(t5 - t4, 16000); /* heard more than rto_max ago: full back-off */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 /* ---------------- what is retransmitted ---------------- */
 
 /* A timeout resends the oldest segment only; the others keep waiting
@@ -979,6 +1020,7 @@ UNIT_MAIN(UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone
           UNIT_TEST(test_rtt_update_first_sample), UNIT_TEST(test_rtt_update_convergence),
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),
+          UNIT_TEST(test_backoff_capped_while_peer_alive),
           UNIT_TEST(test_timeout_retransmits_only_oldest), UNIT_TEST(test_partial_ack_retransmits_next_hole),
           UNIT_TEST(test_partial_ack_spares_recent_hole),
           UNIT_TEST(test_dup_ack_overdue_retransmits_again), UNIT_TEST(test_next_deadline_never_late),

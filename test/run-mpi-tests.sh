@@ -120,16 +120,7 @@ judge_program() {  # name program np secs rc log limit
 # Packages
 # ---------------------------------------------------------------------
 
-# Install a Debian package if it is missing (we run as root on Debian).
-ensure_package() { # package
-    dpkg -s "$1" > /dev/null 2>&1 && return 0
-    command -v apt-get > /dev/null || return 1
-    export DEBIAN_FRONTEND=noninteractive
-    {
-        apt-get install -y "$1" ||
-            { apt-get update && apt-get install -y "$1"; }
-    } >> "$LOG_DIR/apt-get.log" 2>&1
-}
+. "$SCRIPT_DIR/lib.sh"  # ensure_package
 
 # Debian's netpipe-openmpi ships /usr/bin/NPopenmpi; upstream calls it NPmpi.
 find_netpipe() {

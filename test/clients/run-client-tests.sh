@@ -172,15 +172,7 @@ usnic_verdict() {
 # if missing, a client that still cannot be found is a FAIL)
 # ---------------------------------------------------------------------
 
-ensure_package() {  # package
-    dpkg -s "$1" > /dev/null 2>&1 && return 0
-    command -v apt-get > /dev/null || return 1
-    export DEBIAN_FRONTEND=noninteractive
-    {
-        apt-get install -y "$1" ||
-            { apt-get update && apt-get install -y "$1"; }
-    } >> "$LOG_DIR/apt-get.log" 2>&1
-}
+. "$HERE/../lib.sh"  # ensure_package
 
 find_cmd() {        # name... : first one on PATH
     local c

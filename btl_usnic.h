@@ -10,6 +10,7 @@
 #include "opal_config.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -139,6 +140,8 @@ typedef struct opal_btl_usnic_component_t {
     int stats;                  /* seconds between statistics lines, 0 = off */
     int verbose;
     int link_speed_default;     /* Mbps when the interface does not say */
+    char *connectivity_map;     /* file name prefix, or NULL/"" for none */
+    FILE *map_file;             /* opened at the first peer */
     char *inject_faults;        /* testing only: "dup=N,reorder=M" */
     uint32_t inject_dup_every;
     uint32_t inject_reorder_every;

@@ -90,6 +90,10 @@ static int usnic_component_close(void)
     for (int i = 0; i < c->num_modules; ++i) {
         free(c->modules[i]);
     }
+    if (NULL != c->map_file) {
+        fclose(c->map_file);
+        c->map_file = NULL;
+    }
     free(c->modules);
     c->modules = NULL;
     c->num_modules = 0;

@@ -208,6 +208,10 @@ int opal_btl_usnic_component_register_params(void)
                        "one of them: they are mutually exclusive");
         ok = false;
     }
+    reg_string("connectivity_map",
+               "Write which local interface talks to which peer interface to PREFIX-HOST-PID.txt, one line per peer "
+               "and module, as peers are added (unset = no file)",
+               NULL, OPAL_INFO_LVL_3, &c->connectivity_map);
     reg_string("inject_faults",
                "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M,forge_put=K\": every "
                "N-th datagram is sent twice, every M-th is held back and sent after the next one, and every K-th PUT "

@@ -8,7 +8,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -835,6 +837,36 @@ static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_
     return remote;
 }
 
+/* btl_usnic_connectivity_map: one line per peer reached through |module| */
+static void connectivity_map_note(const opal_btl_usnic_module_t *module, const opal_proc_t *proc,
+                                  const opal_btl_usnic_modex_t *remote)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    if (NULL == c->connectivity_map || '\0' == c->connectivity_map[0]) {
+        return;
+    }
+    if (NULL == c->map_file) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s-%s-%d.txt", c->connectivity_map, opal_process_info.nodename, (int) getpid());
+        c->map_file = fopen(path, "w");
+        if (NULL == c->map_file) {
+            opal_btl_usnic_verbose(1, "cannot write the connectivity map %s: %s", path, strerror(errno));
+            c->connectivity_map[0] = '\0'; /* tried once */
+            return;
+        }
+        fprintf(c->map_file, "# rank %u on %s: local interface -> peer rank, host, address, ports, MTU\n",
+                (unsigned) OPAL_PROC_MY_NAME.vpid, opal_process_info.nodename);
+    }
+    char local[INET_ADDRSTRLEN], peer[INET_ADDRSTRLEN];
+    struct in_addr a = {.s_addr = module->ipv4}, b = {.s_addr = remote->ipv4};
+    inet_ntop(AF_INET, &a, local, sizeof(local));
+    inet_ntop(AF_INET, &b, peer, sizeof(peer));
+    fprintf(c->map_file, "%s %s -> rank %u %s %s ports %u,%u mtu %u\n", module->if_name, local,
+            (unsigned) proc->proc_name.vpid, NULL != proc->proc_hostname ? proc->proc_hostname : "?", peer,
+            (unsigned) remote->ports[0], (unsigned) remote->ports[1], (unsigned) remote->mtu);
+    fflush(c->map_file);
+}
+
 static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
                            struct mca_btl_base_endpoint_t **endpoints, struct opal_bitmap_t *reachable)
 {
@@ -857,6 +889,9 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
             int idx = match_remote(module, remote, n);
             opal_btl_usnic_endpoint_t *ep = NULL;
             int rc = (idx < 0) ? OPAL_ERR_UNREACH : endpoint_create(module, proc, &remote[idx], &ep);
+            if (OPAL_SUCCESS == rc) {
+                connectivity_map_note(module, proc, &remote[idx]);
+            }
             free(remote);
             if (OPAL_ERR_OUT_OF_RESOURCE == rc) {
                 OPAL_BTL_USNIC_UNLOCK();

@@ -72,6 +72,19 @@ else
     bad "OMPI_MCA_btl_usnic_window did not take effect (rc=$rc)" "$out"
 fi
 
+# --- 3b. the connectivity map names each peer and the interface used ---
+mapdir=$(mktemp -d)
+run OMPI_MCA_btl_usnic_connectivity_map="$mapdir/map" -- -np 3 --mca btl usnic,self --mca btl_usnic_if_include lo
+maps=$(ls "$mapdir"/map-*.txt 2>/dev/null | wc -l)
+peers=$(cat "$mapdir"/map-*.txt 2>/dev/null | grep -cE '^lo 127\.0\.0\.1 -> rank [0-2] .* 127\.0\.0\.1 ports [0-9]+,[0-9]+ mtu [0-9]+$')
+if [[ $rc -eq 0 && $maps -eq 3 && $peers -eq 6 ]]; then
+    ok "connectivity_map: 3 files, each rank's 2 peers over lo"
+else
+    bad "connectivity_map (rc=$rc, $maps files, $peers peer lines)" "$out"
+    cat "$mapdir"/map-*.txt 2>/dev/null | sed 's/^/     /'
+fi
+rm -rf "$mapdir"
+
 # --- 4. bad values: our message, usnic out, job continues on tcp ---
 check_bad_value() {
     local label=$1 pattern=$2

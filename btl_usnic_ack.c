@@ -67,6 +67,13 @@
  * data channel, so that retransmissions never crowd ACKs off the priority
  * channel.
  *
+ * Selective ACKs.  Every ACK also carries 16 bits: which of the 16
+ * segments after the first missing one the receiver already has.  The
+ * sender resends each hole below the highest reported segment once it has
+ * waited a round trip (sack_repair), so heavy loss costs one round trip
+ * per batch of holes instead of one per hole or a timeout each.  A
+ * receiver ACKs at once when a segment arrives out of order.
+ *
  * Duplicate ACKs.  An ACK equal to acked_seq while segments are in flight
  * means the receiver saw something beyond a hole: the second such
  * duplicate for a given ACK value (the first may be reordering between the
@@ -216,9 +223,9 @@ static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
  * that scheduling noise on a busy host may have stretched far beyond the
  * real round trip.  "A round trip" is srtt + rttvar, at most rto_min.
  */
-static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+static bool seg_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                        const opal_btl_usnic_send_seg_t *seg)
 {
-    const opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
     if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
         return false;
     }
@@ -227,6 +234,50 @@ static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_us
         rtt = eng->p.rto_min;
     }
     return eng->now - seg->sent_time >= rtt;
+}
+
+static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    return seg_overdue(eng, ep, oldest_unacked(ep));
+}
+
+/* The receiver's selective ACK bits (relative to acked_seq, which the ACK
+ * carrying them has just set): every segment it lacks below the highest
+ * one it reports, and sent more than a round trip ago, is lost; resend it
+ * now instead of one hole per round trip or per timeout. */
+static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint16_t sack)
+{
+    if (0 == sack) {
+        return;
+    }
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    int top = 31 - __builtin_clz((unsigned) sack); /* highest reported */
+    for (int i = -1; i < top; ++i) {               /* -1: acked_seq + 1, always missing */
+        if (i >= 0 && (sack & (1u << i))) {
+            continue;
+        }
+        uint32_t pos = (uint32_t) (i + 1); /* segments after acked_seq + 1 */
+        if (pos >= in_flight) {
+            break;
+        }
+        opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
+        if (seg_overdue(eng, ep, seg)) {
+            retransmit_now(eng, ep, seg);
+            OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
+        }
+    }
+}
+
+/* Selective ACK bits for |ep|'s peer: bit i = we have next_expected + 1 + i */
+static uint16_t sack_bits(const opal_btl_usnic_endpoint_t *ep)
+{
+    uint16_t bits = 0;
+    for (uint32_t i = 0; i < 16 && i + 1 < ep->window; ++i) {
+        if (ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + 1 + i) % ep->window]) {
+            bits |= (uint16_t) (1u << i);
+        }
+    }
+    return bits;
 }
 
 static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -293,7 +344,8 @@ static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
 }
 
 void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, bool reports_arrival)
+                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, uint16_t sack,
+                                    bool reports_arrival)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_recvs);
     ep->timer.last_heard = eng->now;
@@ -317,6 +369,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
                 fast_retransmit(eng, ep);
             }
         }
+        sack_repair(eng, ep, sack);
         return;
     }
     opal_btl_usnic_send_seg_t *newest = ep->tx.sent[ack_seq % ep->window];
@@ -333,6 +386,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     ep->tx.acked_seq = ack_seq;
     ep->tx.dup_acks = 0;
     after_ack_advance(eng, ep);
+    sack_repair(eng, ep, sack);
     opal_btl_usnic_check_rts(ep);
 }
 
@@ -458,6 +512,7 @@ void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
     hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
     hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant > UINT16_MAX ? UINT16_MAX : grant));
+    hdr->sack = opal_btl_usnic_wire16(sack_bits(ep));
     ep->rx.last_grant = grant;
 }
 

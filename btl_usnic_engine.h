@@ -265,14 +265,15 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
  * current ACK every time, which says nothing about holes.
  */
 void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, bool reports_arrival);
+                                    opal_btl_usnic_seq_t ack_seq, uint32_t credit, uint16_t sack,
+                                    bool reports_arrival);
 
 /* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival and
  * grants the whole window */
 static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                              opal_btl_usnic_seq_t ack_seq)
 {
-    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, true);
+    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, 0, true);
 }
 
 /* Length of a receive epoch: peers silent for longer stop holding a share
@@ -370,7 +371,7 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->tag = tag;
     hdr->flags = 0;
     hdr->credit = 0;
-    hdr->reserved = 0;
+    hdr->sack = 0;
 }
 
 /* ----- emulated PUT (btl_usnic_put.c) ----- */

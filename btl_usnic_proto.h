@@ -23,7 +23,7 @@
  *  +---------------+---------------+---------------+---------------+
  *  |         payload length        |    PML tag    |     flags     |
  *  +---------------+---------------+---------------+---------------+
- *  |  credit (segments past ACK)   |      reserved (zero)          |
+ *  |  credit (segments past ACK)   |  selective ACK bits           |
  *  +---------------+---------------+---------------+---------------+
  *  PUT segments only (instead of the chunk fields):
  *  +---------------+---------------+---------------+---------------+
@@ -86,7 +86,7 @@ typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint8_t tag;
     uint8_t flags;
     uint16_t credit;   /* with FLAG_ACK: the sender may send up to ack_seq + credit */
-    uint16_t reserved; /* zero; keeps the payload 4-byte aligned */
+    uint16_t sack;     /* with FLAG_ACK: bit i set = the receiver has ack_seq + 2 + i */
 } opal_btl_usnic_hdr_t;
 
 typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {

@@ -73,7 +73,7 @@ static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
 {
     if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) {
         opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
-                                       opal_btl_usnic_host16(hdr->credit),
+                                       opal_btl_usnic_host16(hdr->credit), opal_btl_usnic_host16(hdr->sack),
                                        0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW));
     }
 }
@@ -102,10 +102,11 @@ static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
 static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
                       opal_btl_usnic_seq_t seq)
 {
+    bool out_of_order = seq != ep->rx.next_expected; /* a hole: the sender wants to hear at once */
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
-    opal_btl_usnic_ack_schedule(eng, ep, false);
+    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
 }
 
 static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -146,6 +147,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         break;
     }
     bool complete = false;
+    bool out_of_order = seq != ep->rx.next_expected;
     if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload, offset,
                                                    (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag, &complete)) {
         return; /* no memory: drop un-ACKed, the sender will retry */
@@ -162,7 +164,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         eng->wire->deliver(eng, ep, done.tag, done.buf, done.size);
         opal_btl_usnic_rx_frag_reset(&done);
     }
-    opal_btl_usnic_ack_schedule(eng, ep, complete);
+    opal_btl_usnic_ack_schedule(eng, ep, complete || out_of_order);
 }
 
 /* A PUT segment takes its sequence number only if it was written (or its
@@ -175,8 +177,9 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PUT);
         return;
     }
+    bool out_of_order = seq != ep->rx.next_expected;
     seq_accept(eng, ep, seq);
-    opal_btl_usnic_ack_schedule(eng, ep, false);
+    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
 }
 
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,

@@ -403,7 +403,7 @@ static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t cookie, uint32_t sender,
     h->tag = tag;
     h->flags = 0;
     h->credit = 0;
-    h->reserved = 0;
+    h->sack = 0;
 }
 
 size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, const void *data,

@@ -377,7 +377,7 @@ static void test_backoff_capped_while_peer_alive(void)
             fprintf(stderr, "  timeout %u\n", i + 1);
         }
         last = t;
-        opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, false); /* the peer is alive */
+        opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, 0, false); /* the peer is alive */
     }
     CHECK_EQ(ep->timer.backoff, 6); /* counted in full, only its effect is capped */
     /* silence: after rto_max without any ACK the next waits grow again */
@@ -392,6 +392,58 @@ static void test_backoff_capped_while_peer_alive(void)
     uint64_t t5 = timeout_and_resend(&fx);
     CHECK_EQ_U(t5 - t4, 16000); /* heard more than rto_max ago: full back-off */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(opal_btl_usnic_endpoint_drained(ep));
+    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Selective ACK bits: every hole below the highest segment the receiver
+ * reports is resent once it has waited a round trip (here rto_min: no RTT
+ * sample yet), each once, and never a segment the receiver has. */
+static void test_sack_repairs_holes(void)
+{
+    opal_btl_usnic_engine_params_t p = params(1000, 200, 16000, 0);
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[12];
+    FX_SEND_TINY(&fx, ep, 12, segs);
+    fx_complete_all(&fx);
+    /* the receiver has ISN+1, ISN+3, ISN+5..ISN+9: bit i = ISN + 1 + i */
+    uint16_t sack = (uint16_t) ((1u << 0) | (1u << 2) | (0x1fu << 4));
+    opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, sack, true);
+    CHECK_EQ(fx_resend_len(&fx), 0); /* not overdue yet: maybe only reordered */
+    fx_set_time(&fx, fx.now + 200);
+    opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, sack, true);
+    /* holes: ISN (fast retransmit, second duplicate ACK), ISN+2, ISN+4 */
+    CHECK_EQ(fx_resend_len(&fx), 3);
+    CHECK(FX_FLAG(segs[0], ON_RESEND));
+    CHECK(FX_FLAG(segs[2], ON_RESEND));
+    CHECK(FX_FLAG(segs[4], ON_RESEND));
+    for (int i = 5; i < 12; ++i) {
+        CHECK(!FX_FLAG(segs[i], ON_RESEND)); /* reported, or above the highest reported */
+    }
+    CHECK(!FX_FLAG(segs[1], ON_RESEND));
+    CHECK(!FX_FLAG(segs[3], ON_RESEND));
+    CHECK_EQ_U(fx.eng.stats.num_sack_retrans + fx.eng.stats.num_fast_retrans, 3);
+    CHECK_GT(fx.eng.stats.num_sack_retrans, 0);
+    /* resent now: the same report again a moment later repairs nothing */
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    fx_set_time(&fx, fx.now + 10);
+    opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN - 1, ep->window, sack, true);
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    /* an advancing ACK carries bits relative to its own value: ISN+0..+5
+     * arrived, the receiver lacks ISN+6 (reported: ISN+7 = bit 0) */
+    fx_set_time(&fx, fx.now + 300);
+    opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 5, ep->window, 1u << 0, true);
+    CHECK_EQ(fx_resend_len(&fx), 1);
+    CHECK(FX_FLAG(segs[6], ON_RESEND));
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 11);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
     CHECK(fx_timers_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
@@ -1021,6 +1073,7 @@ UNIT_MAIN(UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),
           UNIT_TEST(test_backoff_capped_while_peer_alive),
+          UNIT_TEST(test_sack_repairs_holes),
           UNIT_TEST(test_timeout_retransmits_only_oldest), UNIT_TEST(test_partial_ack_retransmits_next_hole),
           UNIT_TEST(test_partial_ack_spares_recent_hole),
           UNIT_TEST(test_dup_ack_overdue_retransmits_again), UNIT_TEST(test_next_deadline_never_late),

@@ -224,6 +224,19 @@ long opal_btl_usnic_socket_rcvbuf(uint32_t ipv4, uint16_t port);
 bool opal_btl_usnic_if_list_matches(const char *list, const char *ifname, const char *domain, uint32_t ipv4,
                                     char **bad_entry_p);
 
+/**
+ * Pair the modules of two processes, one to one: a_to_b[i] is the index
+ * in |b| of the module that |a|'s module i talks to, or -1.  Same subnet
+ * first, then (routed networks) any left of the same loopback-ness, both
+ * in list order.  The result depends only on the two lists, so when |a| is
+ * always the process with the lower rank both sides compute the same
+ * pairing; one to one because the receiver keys a sender by its rank, so
+ * two of its modules must never feed one remote module.
+ */
+#define OPAL_BTL_USNIC_MAX_MODULES_PAIRED 64
+void opal_btl_usnic_pair_modules(const opal_btl_usnic_modex_t *a, size_t na, const opal_btl_usnic_modex_t *b,
+                                 size_t nb, int *a_to_b);
+
 END_C_DECLS
 
 #endif /* OPAL_BTL_USNIC_H */

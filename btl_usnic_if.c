@@ -172,3 +172,45 @@ long opal_btl_usnic_kernel_rmem_default(void)
     fclose(f);
     return v;
 }
+
+/* ----- pairing of two processes' modules ----- */
+
+static bool same_subnet(const opal_btl_usnic_modex_t *x, const opal_btl_usnic_modex_t *y)
+{
+    return x->netmask == y->netmask && (x->ipv4 & x->netmask) == (y->ipv4 & y->netmask);
+}
+
+static bool is_loopback_addr(uint32_t ipv4)
+{
+    return (ntohl(ipv4) >> 24) == 127;
+}
+
+/* One greedy pass: pair each unpaired |a| with the first unpaired |b| that |fits| */
+static void pair_pass(const opal_btl_usnic_modex_t *a, size_t na, const opal_btl_usnic_modex_t *b, size_t nb,
+                      int *a_to_b, bool *b_taken, bool subnet_only)
+{
+    for (size_t i = 0; i < na; ++i) {
+        for (size_t j = 0; j < nb && a_to_b[i] < 0; ++j) {
+            bool fits = subnet_only ? same_subnet(&a[i], &b[j])
+                                    : is_loopback_addr(a[i].ipv4) == is_loopback_addr(b[j].ipv4);
+            if (!b_taken[j] && fits) {
+                a_to_b[i] = (int) j;
+                b_taken[j] = true;
+            }
+        }
+    }
+}
+
+void opal_btl_usnic_pair_modules(const opal_btl_usnic_modex_t *a, size_t na, const opal_btl_usnic_modex_t *b,
+                                 size_t nb, int *a_to_b)
+{
+    bool taken[OPAL_BTL_USNIC_MAX_MODULES_PAIRED] = {false};
+    for (size_t i = 0; i < na; ++i) {
+        a_to_b[i] = -1;
+    }
+    if (nb > OPAL_BTL_USNIC_MAX_MODULES_PAIRED) {
+        nb = OPAL_BTL_USNIC_MAX_MODULES_PAIRED;
+    }
+    pair_pass(a, na, b, nb, a_to_b, taken, true);
+    pair_pass(a, na, b, nb, a_to_b, taken, false);
+}

@@ -714,20 +714,34 @@ static int usnic_ft_event(int state)
 
 /* ===================== peers ===================== */
 
-/* Pick the peer's module we talk to: same subnet first, else one of the
- * same loopback-ness.  Returns the index or -1. */
-static int match_remote(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote, size_t n)
+/* The peer's module that |module| talks to (index in |remote|), or -1:
+ * both processes compute the same one-to-one pairing of their modules,
+ * the lower rank's list first (opal_btl_usnic_pair_modules). */
+static int match_remote(const opal_btl_usnic_module_t *module, const opal_proc_t *proc,
+                        const opal_btl_usnic_modex_t *remote, size_t n)
 {
-    for (size_t i = 0; i < n; ++i) {
-        if (remote[i].netmask == module->netmask &&
-            (remote[i].ipv4 & remote[i].netmask) == (module->ipv4 & module->netmask)) {
-            return (int) i;
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    size_t nl = (size_t) c->num_modules;
+    if (nl > OPAL_BTL_USNIC_MAX_MODULES_PAIRED || n > OPAL_BTL_USNIC_MAX_MODULES_PAIRED) {
+        return -1;
+    }
+    opal_btl_usnic_modex_t local[OPAL_BTL_USNIC_MAX_MODULES_PAIRED];
+    int mine = -1;
+    for (size_t i = 0; i < nl; ++i) {
+        local[i] = c->modules[i]->local_modex;
+        if (c->modules[i] == module) {
+            mine = (int) i;
         }
     }
-    for (size_t i = 0; i < n; ++i) {
-        bool remote_lo = (ntohl(remote[i].ipv4) >> 24) == 127;
-        if (remote_lo == module->is_loopback) {
-            return (int) i;
+    int map[OPAL_BTL_USNIC_MAX_MODULES_PAIRED];
+    if (OPAL_PROC_MY_NAME.vpid < proc->proc_name.vpid) {
+        opal_btl_usnic_pair_modules(local, nl, remote, n, map);
+        return (mine >= 0) ? map[mine] : -1;
+    }
+    opal_btl_usnic_pair_modules(remote, n, local, nl, map);
+    for (size_t j = 0; j < n; ++j) {
+        if (mine >= 0 && map[j] == mine) {
+            return (int) j;
         }
     }
     return -1;
@@ -886,7 +900,7 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
             if (NULL == remote) {
                 continue;
             }
-            int idx = match_remote(module, remote, n);
+            int idx = match_remote(module, proc, remote, n);
             opal_btl_usnic_endpoint_t *ep = NULL;
             int rc = (idx < 0) ? OPAL_ERR_UNREACH : endpoint_create(module, proc, &remote[idx], &ep);
             if (OPAL_SUCCESS == rc) {

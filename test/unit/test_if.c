@@ -160,5 +160,52 @@ static void test_if_list_keeps_first_report(void)
     free(bad);
 }
 
+static opal_btl_usnic_modex_t mod(const char *addr, int prefix)
+{
+    opal_btl_usnic_modex_t m;
+    memset(&m, 0, sizeof(m));
+    m.ipv4 = ip(addr);
+    m.netmask = htonl(0 == prefix ? 0 : 0xffffffffu << (32 - prefix));
+    return m;
+}
+
+/* Pairing is by subnet, one to one, then routed leftovers of the same
+ * loopback-ness; never two modules onto one remote module. */
+static void test_pair_modules(void)
+{
+    int map[4];
+    opal_btl_usnic_modex_t a2[] = {mod("10.77.1.1", 24), mod("10.77.2.1", 24)};
+    opal_btl_usnic_modex_t b2[] = {mod("10.77.2.2", 24), mod("10.77.1.2", 24)};
+    opal_btl_usnic_pair_modules(a2, 2, b2, 2, map);
+    CHECK_EQ(map[0], 1);
+    CHECK_EQ(map[1], 0);
+    /* the peer is on subnet 2 only: subnet 1 gets nothing (it used to be
+     * paired across subnets and fed a second stream into one module) */
+    opal_btl_usnic_modex_t b1[] = {mod("10.77.2.2", 24)};
+    opal_btl_usnic_pair_modules(a2, 2, b1, 1, map);
+    CHECK_EQ(map[0], -1);
+    CHECK_EQ(map[1], 0);
+    /* routed: different subnets still pair, in list order */
+    opal_btl_usnic_modex_t r1[] = {mod("10.1.0.1", 24), mod("10.3.0.1", 24)};
+    opal_btl_usnic_modex_t r2[] = {mod("10.2.0.1", 24), mod("10.4.0.1", 24)};
+    opal_btl_usnic_pair_modules(r1, 2, r2, 2, map);
+    CHECK_EQ(map[0], 0);
+    CHECK_EQ(map[1], 1);
+    /* loopback never pairs with a real interface */
+    opal_btl_usnic_modex_t lo[] = {mod("127.0.0.1", 8)};
+    opal_btl_usnic_modex_t eth[] = {mod("192.168.1.5", 24)};
+    opal_btl_usnic_pair_modules(lo, 1, eth, 1, map);
+    CHECK_EQ(map[0], -1);
+    opal_btl_usnic_pair_modules(lo, 1, lo, 1, map);
+    CHECK_EQ(map[0], 0);
+    /* two modules on one subnet, the peer has one: one to one */
+    opal_btl_usnic_modex_t same[] = {mod("10.5.0.1", 16), mod("10.5.0.2", 16)};
+    opal_btl_usnic_modex_t one[] = {mod("10.5.0.9", 16)};
+    opal_btl_usnic_pair_modules(same, 2, one, 1, map);
+    CHECK_EQ(map[0], 0);
+    CHECK_EQ(map[1], -1);
+}
+
 UNIT_MAIN(UNIT_TEST(test_parse_cidr_valid), UNIT_TEST(test_parse_cidr_invalid), UNIT_TEST(test_if_list_matches),
-          UNIT_TEST(test_if_list_keeps_first_report))
+          UNIT_TEST(test_if_list_keeps_first_report),
+          UNIT_TEST(test_pair_modules))

@@ -1,0 +1,169 @@
+# Simulated hosts for multi-host tests of the usnic BTL (sourced, not run).
+#
+# hosts_create N (N = 2 or 3) builds, all inside network namespaces made
+# for this run (names start with $HOSTS_PREFIX, unique per run):
+#
+#   $HOSTS_PREFIX-sw    a "switch": bridges br1 and br2, no addresses
+#   $HOSTS_PREFIX-hd    the head node where mpirun runs: mgmt0 on br1,
+#                       10.77.1.254/24 (mpirun's out-of-band TCP)
+#   $HOSTS_PREFIX-h<i>  host i (1..N): veth1 on br1 = 10.77.1.<i>/24,
+#                       veth2 on br2 = 10.77.2.<i>/24, and lo
+#
+# Every link is created directly inside the namespaces (ip -n ... netns),
+# so no interface or address ever appears in the root namespace; there are
+# no default routes and no NAT, so no traffic can leave.  hosts_destroy
+# (installed as an EXIT/INT/TERM trap) kills what still runs inside the
+# namespaces (by pid, from "ip netns pids") and deletes them.
+#
+# Processes run with their own UTS namespace whose hostname is the
+# namespace's name (ns_run), so Open MPI sees one node name per host.
+
+HOSTS_PREFIX=""
+HOSTS_N=0
+HOSTS_SW=""
+HOSTS_HEAD=""
+HOSTS=()            # host namespace names, index 0 = host 1
+HOSTS_NET1=10.77.1
+HOSTS_NET2=10.77.2
+
+hosts_log() { [ -n "${HOSTS_VERBOSE:-}" ] && echo "hosts: $*" >&2; return 0; }
+
+# ns_argv NS: sets NS_ARGV to the words that run a command in namespace
+# NS with hostname NS ("${NS_ARGV[@]}" cmd args); each step execs, so the
+# command keeps the pid (and "timeout ${NS_ARGV[@]} ..." times it out)
+ns_argv() {
+    NS_ARGV=(ip netns exec "$1" unshare --uts -- /bin/sh -c 'hostname "$0" && exec "$@"' "$1")
+}
+
+# ns_run NS CMD...: run CMD in namespace NS with hostname NS
+ns_run() {
+    local NS_ARGV
+    ns_argv "$1"
+    shift
+    "${NS_ARGV[@]}" "$@"
+}
+
+hosts_destroy() {
+    local ns pid pass
+    [ -n "$HOSTS_PREFIX" ] || return 0
+    for ns in "${HOSTS[@]}" "$HOSTS_HEAD" "$HOSTS_SW"; do
+        [ -n "$ns" ] && [ -e "/run/netns/$ns" ] || continue
+        for pass in TERM KILL; do
+            for pid in $(ip netns pids "$ns" 2>/dev/null); do
+                kill -s "$pass" "$pid" 2>/dev/null
+            done
+            [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+            sleep 1
+        done
+        ip netns del "$ns" 2>/dev/null
+    done
+    hosts_log "destroyed $HOSTS_PREFIX"
+    HOSTS_PREFIX=""
+    HOSTS=()
+    HOSTS_HEAD=""
+    HOSTS_SW=""
+}
+
+# _hosts_link NS IFNAME BRIDGE PORTNAME [CIDR]: a veth from NS to a bridge
+_hosts_link() {
+    local ns=$1 ifname=$2 br=$3 port=$4 cidr=${5:-}
+    ip -n "$HOSTS_SW" link add "$port" type veth peer name "$ifname" netns "$ns" || return 1
+    ip -n "$HOSTS_SW" link set "$port" master "$br" up || return 1
+    ip -n "$ns" link set "$ifname" up || return 1
+    if [ -n "$cidr" ]; then
+        ip -n "$ns" addr add "$cidr" dev "$ifname" || return 1
+    fi
+}
+
+hosts_create() {
+    local n=${1:-2} i ns
+    if [ "$n" -lt 2 ] || [ "$n" -gt 3 ]; then
+        echo "hosts_create: 2 or 3 hosts, not $n" >&2
+        return 1
+    fi
+    HOSTS_PREFIX="usnh-$$-$RANDOM"
+    HOSTS_N=$n
+    HOSTS_SW=$HOSTS_PREFIX-sw
+    HOSTS_HEAD=$HOSTS_PREFIX-hd
+    HOSTS=()
+    trap hosts_destroy EXIT
+    trap 'hosts_destroy; exit 130' INT
+    trap 'hosts_destroy; exit 143' TERM
+
+    ip netns add "$HOSTS_SW" || return 1
+    ip -n "$HOSTS_SW" link set lo up || return 1
+    for i in 1 2; do
+        ip -n "$HOSTS_SW" link add "br$i" type bridge || return 1
+        ip -n "$HOSTS_SW" link set "br$i" up || return 1
+    done
+
+    ip netns add "$HOSTS_HEAD" || return 1
+    ip -n "$HOSTS_HEAD" link set lo up || return 1
+    _hosts_link "$HOSTS_HEAD" mgmt0 br1 hd1 "$HOSTS_NET1.254/24" || return 1
+
+    for ((i = 1; i <= n; i++)); do
+        ns=$HOSTS_PREFIX-h$i
+        ip netns add "$ns" || return 1
+        HOSTS+=("$ns")
+        ip -n "$ns" link set lo up || return 1
+        _hosts_link "$ns" veth1 br1 "h${i}p1" "$HOSTS_NET1.$i/24" || return 1
+        _hosts_link "$ns" veth2 br2 "h${i}p2" "$HOSTS_NET2.$i/24" || return 1
+    done
+    hosts_log "created $HOSTS_PREFIX: head $HOSTS_HEAD, hosts ${HOSTS[*]}"
+}
+
+# hosts_wait_ready: every bridge port forwards and every host interface
+# is up (no STP, so this is quick)
+hosts_wait_ready() {
+    local try ns
+    for try in $(seq 1 50); do
+        if ! bridge -n "$HOSTS_SW" link show | grep -v -q 'state forwarding' &&
+           [ "$(bridge -n "$HOSTS_SW" link show | grep -c 'state forwarding')" -eq $((2 * HOSTS_N + 1)) ]; then
+            for ns in "${HOSTS[@]}"; do
+                ip -n "$ns" -br link show up | grep -q '^veth1' || continue 2
+                ip -n "$ns" -br link show up | grep -q '^veth2' || continue 2
+            done
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "hosts: links not ready" >&2
+    bridge -n "$HOSTS_SW" link show >&2
+    return 1
+}
+
+# hosts_hostfile FILE SLOTS: one line per host namespace
+hosts_hostfile() {
+    local h
+    : > "$1" || return 1
+    for h in "${HOSTS[@]}"; do
+        echo "$h slots=$2" >> "$1"
+    done
+}
+
+# hosts_drop_udp HOSTINDEX IFNAME: drop every UDP datagram in and out of
+# IFNAME inside host HOSTINDEX (1-based), with counters
+hosts_drop_udp() {
+    local ns=${HOSTS[$1 - 1]} ifname=$2
+    ip netns exec "$ns" nft add table inet usnh_faults || return 1
+    ip netns exec "$ns" nft add chain inet usnh_faults input \
+        '{ type filter hook input priority 0; policy accept; }' || return 1
+    ip netns exec "$ns" nft add chain inet usnh_faults output \
+        '{ type filter hook output priority 0; policy accept; }' || return 1
+    ip netns exec "$ns" nft add rule inet usnh_faults input \
+        iifname "$ifname" meta l4proto udp counter drop || return 1
+    ip netns exec "$ns" nft add rule inet usnh_faults output \
+        oifname "$ifname" meta l4proto udp counter drop || return 1
+}
+
+hosts_undrop_udp() {
+    ip netns exec "${HOSTS[$1 - 1]}" nft delete table inet usnh_faults 2>/dev/null
+    return 0
+}
+
+# Datagrams dropped by hosts_drop_udp so far (in + out)
+hosts_udp_dropped() {
+    ip netns exec "${HOSTS[$1 - 1]}" nft list table inet usnh_faults 2>/dev/null |
+        awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) }
+             END { print n + 0 }'
+}

@@ -408,8 +408,8 @@ void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status);
 /* Deferred completion: the PML's callback, then recycling. */
 void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
 
-/* Target side: write or discard the accepted-window PUT |ph| from |ep|.
- * Returns false if it must be dropped unaccepted. */
+/* Target side: write the in-window PUT |ph| from |ep| into its region.
+ * Returns false (the reason counted) if it must be dropped unaccepted. */
 bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              const opal_btl_usnic_put_hdr_t *ph);
 

@@ -19,10 +19,15 @@
  * if the region is live, the key and the sending peer match, and the bytes
  * fit inside the region; anything else is counted and dropped without
  * taking its sequence number (so a forged segment cannot steal the slot of
- * a genuine one).  A region deregistered while a PUT is still in flight
- * becomes a tombstone: later segments with its key are accepted and
- * ACKed but discarded, so the origin completes instead of retransmitting
- * into a void, and the freed memory is never written.
+ * a genuine one).  A deregistered region becomes a tombstone that keeps
+ * its key: a later segment with that key is counted apart
+ * (num_put_after_dereg) and dropped the same way.  It is not accepted
+ * either: a forger who sniffed an old key could otherwise steal sequence
+ * numbers.  ob1 deregisters a region only after the PUT into it has
+ * completed (every segment ACKed), so genuine late segments are
+ * retransmissions, which the window drops as old before any key check; a
+ * PML that deregisters under a running PUT sees that PUT fail when the
+ * origin gives up (peer_timeout).
  *
  * Reliability.  PUT segments take sequence numbers, windows, ACKs and
  * retransmissions like every other segment (they are chunk segments with
@@ -167,7 +172,7 @@ opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_t
         return OPAL_BTL_USNIC_PUT_REJECT;
     }
     if (OPAL_BTL_USNIC_REGION_DEAD == r->state) {
-        return OPAL_BTL_USNIC_PUT_DISCARD;
+        return OPAL_BTL_USNIC_PUT_DEAD;
     }
     uint64_t start = (uint64_t) (uintptr_t) r->base;
     /* overflow-safe form of start <= addr && addr + len <= start + size */
@@ -310,10 +315,11 @@ bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
         memcpy((void *) (uintptr_t) addr, (const uint8_t *) ph + sizeof(*ph), len);
         OPAL_BTL_USNIC_STAT_INC(eng, num_put_recvs);
         return true;
-    case OPAL_BTL_USNIC_PUT_DISCARD:
+    case OPAL_BTL_USNIC_PUT_DEAD:
         OPAL_BTL_USNIC_STAT_INC(eng, num_put_after_dereg);
-        return true;
+        return false;
     default:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put);
         return false;
     }
 }

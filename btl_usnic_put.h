@@ -25,7 +25,7 @@ typedef struct mca_btl_base_registration_handle_t opal_btl_usnic_reg_handle_t;
 enum {
     OPAL_BTL_USNIC_REGION_FREE = 0, /* never used */
     OPAL_BTL_USNIC_REGION_LIVE,     /* writable by PUTs with its key */
-    OPAL_BTL_USNIC_REGION_DEAD,     /* deregistered: PUTs with its key are discarded */
+    OPAL_BTL_USNIC_REGION_DEAD,     /* deregistered: PUTs with its key are told apart, and dropped */
 };
 
 typedef struct opal_btl_usnic_region_t {
@@ -37,9 +37,8 @@ typedef struct opal_btl_usnic_region_t {
 } opal_btl_usnic_region_t;
 
 /* Regions a process exposes to PUTs.  Deregistered slots stay DEAD (a
- * tombstone that keeps their key) and are reused oldest first, so that a
- * PUT still in flight when its region goes away is recognized as such for
- * as long as possible. */
+ * tombstone that keeps their key, so that a late PUT is counted as such)
+ * and are reused oldest first. */
 typedef struct opal_btl_usnic_reg_table_t {
     opal_btl_usnic_region_t *slots;
     uint32_t nslots;           /* allocated */
@@ -66,7 +65,7 @@ void opal_btl_usnic_reg_remove(opal_btl_usnic_reg_table_t *t, const opal_btl_usn
 
 typedef enum {
     OPAL_BTL_USNIC_PUT_WRITE,   /* live region, right key, peer and range: write */
-    OPAL_BTL_USNIC_PUT_DISCARD, /* the region was deregistered: accept, do not write */
+    OPAL_BTL_USNIC_PUT_DEAD,    /* right key of a deregistered region: drop, never touch memory */
     OPAL_BTL_USNIC_PUT_REJECT,  /* anything else: drop, never touch memory */
 } opal_btl_usnic_put_verdict_t;
 

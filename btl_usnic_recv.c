@@ -174,7 +174,7 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
                          const opal_btl_usnic_put_hdr_t *ph, opal_btl_usnic_seq_t seq)
 {
     if (!opal_btl_usnic_recv_put(eng, ep, ph)) {
-        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PUT);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs); /* the reason is counted by opal_btl_usnic_recv_put */
         return;
     }
     bool out_of_order = seq != ep->rx.next_expected;

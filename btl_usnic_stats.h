@@ -50,7 +50,7 @@
     X(num_puts,             "PUT operations started by the PML") \
     X(num_put_sends,        "PUT segments posted for the first time") \
     X(num_put_recvs,        "PUT segments written into a registered region") \
-    X(num_put_after_dereg,  "PUT segments for a region deregistered meanwhile (discarded, ACKed)") \
+    X(num_put_after_dereg,  "PUT datagrams with the key of a deregistered region (dropped unwritten)") \
     X(num_regs,             "Memory regions registered for remote writes")
 
 typedef struct opal_btl_usnic_stats_t {

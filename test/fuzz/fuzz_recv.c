@@ -236,7 +236,7 @@ static opal_btl_usnic_put_verdict_t put_verdict(uint32_t id, uint64_t key, uint3
         return OPAL_BTL_USNIC_PUT_REJECT;
     }
     if (fz_regions[id].dead) {
-        return OPAL_BTL_USNIC_PUT_DISCARD; /* accepted, never written */
+        return OPAL_BTL_USNIC_PUT_DEAD; /* dropped like a forgery, counted apart */
     }
     uint64_t off = addr - S.region[id].base;
     bool inside = addr >= S.region[id].base && off <= fz_regions[id].size && len <= fz_regions[id].size - off;
@@ -377,7 +377,7 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
     FZ_CHECK(counted == ((accepted && frag_or_chunk) ? 1u : 0u));
     if (data && OPAL_BTL_USNIC_PKT_PUT == f->type) {
         /* a PUT it may not write never takes the sequence number of a genuine one */
-        FZ_CHECK(accepted == (is_new(f->cls) && OPAL_BTL_USNIC_PUT_REJECT != f->put));
+        FZ_CHECK(accepted == (is_new(f->cls) && OPAL_BTL_USNIC_PUT_WRITE == f->put));
         if (accepted && OPAL_BTL_USNIC_PUT_WRITE == f->put) {
             uint32_t id = opal_btl_usnic_host32(((const opal_btl_usnic_put_hdr_t *) f->buf)->region_id);
             memcpy(S.region[id].shadow + (f->put_addr - S.region[id].base),

@@ -738,7 +738,7 @@ static void s_put_unknown_region(input_t *in)
 static void s_put_dead_region(input_t *in)
 {
     PUT_CONFIG(in);
-    rx_put(in, 2, 0, 2, 0, 0, 16, 0); /* ACKed and discarded: the memory is gone */
+    rx_put(in, 2, 0, 2, 0, 0, 16, 0); /* dropped: the memory is gone, the key counted apart */
     rx_put(in, 1, 0, 2, 0, 0, 16, 0); /* but only for its peer */
 }
 
@@ -845,7 +845,7 @@ static const seed_t seeds[] = {
     {"put-wrong-key", s_put_wrong_key, "put=0 badput=2 ne1=0"},
     {"put-wrong-peer", s_put_wrong_peer, "put=0 badput=1 ne2=0"},
     {"put-unknown-region", s_put_unknown_region, "put=0 badput=2 ne1=0"},
-    {"put-dead-region", s_put_dead_region, "put=0 putdead=1 badput=1 ne1=0 ne2=1"},
+    {"put-dead-region", s_put_dead_region, "put=0 putdead=1 badput=1 ne1=0 ne2=0"},
     {"put-dup", s_put_dup, "put=2 old=1 dup=1 ne1=1"},
     {"put-truncated", s_put_truncated, "put=0 truncated=2 ne1=0"},
     {"put-raw", s_put_raw, "put=0 badput=1 ne1=0"},

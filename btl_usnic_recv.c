@@ -78,6 +78,22 @@ static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
     }
 }
 
+/* An old or duplicate copy of a segment: a PUT must still name a region
+ * this peer may write (or did, before it was deregistered), else it is a
+ * forgery and its ACK is not ours to take. */
+static bool old_copy_plausible(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                               const opal_btl_usnic_hdr_t *hdr)
+{
+    if (OPAL_BTL_USNIC_PKT_PUT != hdr->type) {
+        return true;
+    }
+    const opal_btl_usnic_put_hdr_t *ph = (const opal_btl_usnic_put_hdr_t *) hdr;
+    return OPAL_BTL_USNIC_PUT_REJECT != opal_btl_usnic_reg_check(&eng->regs, opal_btl_usnic_host32(ph->region_id),
+                                                                 opal_btl_usnic_host64(ph->key), ep->peer_id,
+                                                                 opal_btl_usnic_host64(ph->addr),
+                                                                 opal_btl_usnic_host16(hdr->payload_len));
+}
+
 /* Drop a segment we already have or cannot take; returns true if dropped. */
 static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                           opal_btl_usnic_seq_class_t cls)
@@ -146,6 +162,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         }
         break;
     }
+    take_ack(eng, ep, &ch->hdr);
     bool complete = false;
     bool out_of_order = seq != ep->rx.next_expected;
     if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload, offset,
@@ -177,6 +194,7 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
         OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs); /* the reason is counted by opal_btl_usnic_recv_put */
         return;
     }
+    take_ack(eng, ep, &ph->hdr);
     bool out_of_order = seq != ep->rx.next_expected;
     seq_accept(eng, ep, seq);
     opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
@@ -191,15 +209,24 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
         return;
     }
     opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
-    take_ack(eng, ep, hdr);
     if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
+        take_ack(eng, ep, hdr);
         return;
     }
+    /* The ACK a data segment carries is taken only if the segment itself
+     * passes its checks: a forgery that we drop (bad key, wrong peer) must
+     * not ACK our data on top.  Old and duplicate copies count: when the
+     * explicit ACKs are lost, retransmissions are what carries the ACKs. */
     opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
-    if (drop_unwanted(eng, ep, opal_btl_usnic_seq_classify(ep, seq))) {
+    opal_btl_usnic_seq_class_t cls = opal_btl_usnic_seq_classify(ep, seq);
+    if ((OPAL_BTL_USNIC_SEQ_DUP == cls || OPAL_BTL_USNIC_SEQ_OLD == cls) && old_copy_plausible(eng, ep, hdr)) {
+        take_ack(eng, ep, hdr);
+    }
+    if (drop_unwanted(eng, ep, cls)) {
         return;
     }
     if (OPAL_BTL_USNIC_PKT_FRAG == hdr->type) {
+        take_ack(eng, ep, hdr);
         recv_frag(eng, ep, hdr, seq);
     } else if (OPAL_BTL_USNIC_PKT_PUT == hdr->type) {
         recv_put_seg(eng, ep, (const opal_btl_usnic_put_hdr_t *) buf, seq);

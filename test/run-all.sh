@@ -79,6 +79,7 @@ run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca bt
 run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
 run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
 run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-test.sh"
+run_suite "PUT: large transfers, one-sided, forged PUTs" bash "$ROOT/test/faults/run-put-tests.sh"
 run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "two hosts, two interfaces each (namespaces)" bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"

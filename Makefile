@@ -20,9 +20,12 @@ CFLAGS   += $(WARN) -fPIC -std=gnu11 -fvisibility=hidden -mcx16
 CPPFLAGS += -I$(OMPI_INC) -I. -DOPAL_BTL_USNIC_STANDALONE=1 $(shell pkg-config --cflags libfabric 2>/dev/null)
 LDLIBS_FABRIC = $(shell pkg-config --libs libfabric 2>/dev/null || echo -lfabric)
 LDFLAGS_PAL = -L/usr/lib/x86_64-linux-gnu -lopen-pal
+# btl_usnic_hwloc.c calls hwloc directly (Debian's Open MPI uses the
+# external libhwloc; libhwloc-dev)
+LDLIBS_HWLOC = $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 
 ENGINE_SRCS = btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_put.c
-COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_component.c btl_usnic_module.c btl_usnic_mca.c btl_usnic_if.c
+COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_component.c btl_usnic_module.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
 HEADERS = $(wildcard *.h)
 
 BUILD ?= build
@@ -35,7 +38,7 @@ $(BUILD)/%.o: %.c $(HEADERS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 mca_btl_usnic.so: $(OBJS)
-	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC)
+	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC)
 
 include test/unit/Makefile.inc
 

@@ -41,6 +41,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     uint32_t window;            /* segments we accept un-ACKed */
     uint32_t link_speed_mbps;
     char provider[OPAL_BTL_USNIC_MAX_PROVIDER_NAME];
+    char if_name[16];           /* Linux interface, for messages */
+    uint16_t probe_port;        /* connectivity agent's UDP port (host order), 0 = none */
 } opal_btl_usnic_modex_t;
 
 /* A posted receive buffer */
@@ -146,8 +148,14 @@ typedef struct opal_btl_usnic_component_t {
     uint32_t inject_dup_every;
     uint32_t inject_reorder_every;
     uint32_t inject_forge_put_every;
+    bool connectivity_check;    /* the connectivity checker (btl_usnic_connectivity.h) */
+    int connectivity_timeout;   /* ms an agent waits for the echo of one probe round */
+    int connectivity_retries;   /* probe rounds after the first */
+    char *connectivity_policy;  /* "unreachable" or "abort" */
+    bool connectivity_abort;    /* policy == abort */
     int bandwidth;              /* Mbps for the BML; 0 = link speed */
     int latency;                /* relative latency for the BML */
+    int numa_latency_penalty;   /* latency added per NUMA step to a far device; 0 = off */
 
     bool params_valid;
     int output;                 /* opal_output stream */
@@ -205,6 +213,45 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now);
 bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64_t now);
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);
+
+/* btl_usnic_hwloc.c: where the process is bound and hwloc knows an
+ * interface's PCI device, raise the btl_latency of modules farther (in NUMA
+ * distance) from the binding; verbose(5) says why nothing changed. */
+void opal_btl_usnic_hwloc_prefer_near(void);
+
+/**
+ * Latency of a module whose device is at NUMA distance |dist| from the
+ * process's binding, |local| being the distance of a NUMA node to itself
+ * (hwloc's latency matrix holds ACPI SLIT values: 10 local, 20/21 one hop,
+ * 30-40 two hops).  A device on a node of the binding (0 < dist <= local)
+ * keeps |base|.  A farther one gets |base| + |penalty| * steps, steps =
+ * dist / local rounded to the nearest integer, minus one, but at least one
+ * (SLIT 11..24: 1, 25..34: 2, ...); dist or local 0 means "another node, no
+ * distance known": one step.  Saturates at UINT32_MAX; |penalty| 0: |base|.
+ * Pure: unit-tested in test/unit/test_hwloc.c.
+ */
+static inline uint32_t opal_btl_usnic_numa_latency(uint32_t base, uint64_t local, uint64_t dist, uint32_t penalty)
+{
+    uint64_t steps;
+    if (0 == penalty) {
+        return base;
+    }
+    if (0 == local || 0 == dist) {
+        steps = 1;
+    } else if (dist <= local) {
+        return base;
+    } else {
+        steps = dist / local + (dist % local >= (local + 1) / 2 ? 1 : 0) - 1;
+        if (steps < 1) {
+            steps = 1;
+        }
+    }
+    if (steps > UINT32_MAX) {
+        return UINT32_MAX;
+    }
+    uint64_t v = (uint64_t) base + steps * (uint64_t) penalty; /* < 2^64: both factors < 2^32 */
+    return (v > UINT32_MAX) ? UINT32_MAX : (uint32_t) v;
+}
 
 /* btl_usnic_if.c: interface facts the udp provider does not give us */
 int opal_btl_usnic_parse_cidr(const char *text, uint32_t *addr_p, uint32_t *mask_p);

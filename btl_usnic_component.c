@@ -23,6 +23,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
 
 #define OPAL_BTL_USNIC_FI_VERSION FI_VERSION(1, 5)
 
@@ -94,6 +95,9 @@ static int usnic_component_close(void)
         fclose(c->map_file);
         c->map_file = NULL;
     }
+    /* connectivity checker: the client's connection first, then the agent */
+    opal_btl_usnic_cclient_fini();
+    opal_btl_usnic_cagent_fini();
     free(c->modules);
     c->modules = NULL;
     c->num_modules = 0;
@@ -233,6 +237,7 @@ static void create_modules(struct fi_info *list)
             free(module);
             continue;
         }
+        snprintf(module->local_modex.if_name, sizeof(module->local_modex.if_name), "%.15s", module->if_name);
         c->modules[c->num_modules++] = module;
         opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u",
                                (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, info->fabric_attr->name,
@@ -379,6 +384,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         opal_btl_usnic_verbose(5, "no usable interface: disqualifying myself");
         return NULL;
     }
+    opal_btl_usnic_hwloc_prefer_near(); /* far interfaces: higher latency */
     mca_btl_base_module_t **btls = (mca_btl_base_module_t **) malloc(c->num_modules * sizeof(*btls));
     if (NULL == btls) {
         return NULL;
@@ -387,7 +393,10 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         btls[i] = &c->modules[i]->super;
     }
     (void) opal_btl_usnic_register_pvars();
-    modex_send();
+    if (c->connectivity_check && OPAL_SUCCESS != opal_btl_usnic_cagent_init()) {
+        opal_btl_usnic_verbose(1, "connectivity agent could not start: pairs stay unchecked");
+    }
+    modex_send(); /* after the agent: it publishes the probe ports */
     stats_timer_start();
     *num_btls = c->num_modules;
     return btls;

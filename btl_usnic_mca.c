@@ -212,6 +212,41 @@ int opal_btl_usnic_component_register_params(void)
                "Write which local interface talks to which peer interface to PREFIX-HOST-PID.txt, one line per peer "
                "and module, as peers are added (unset = no file)",
                NULL, OPAL_INFO_LVL_3, &c->connectivity_map);
+    c->connectivity_check = true;
+    (void) mca_base_component_var_register(
+        &c->super.btl_version, "connectivity_check",
+        "Check every path to a peer interface before it is used: an agent per host sends a small and an "
+        "MTU-sized UDP probe to the peer host's agent and waits for their echoes; a path that loses either size "
+        "(MTU mismatch, firewall) is reported and handled by btl_usnic_connectivity_policy.  Costs one round trip "
+        "per interface pair at MPI_Init; off = no sockets, no events",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_3, MCA_BASE_VAR_SCOPE_READONLY, &c->connectivity_check);
+    ok &= reg_int("connectivity_timeout",
+                  "Milliseconds the connectivity agent waits for the echoes of one probe round before it resends; a "
+                  "check fails after (btl_usnic_connectivity_retries + 1) rounds",
+                  200, 1, 600000, OPAL_INFO_LVL_4, &c->connectivity_timeout);
+    ok &= reg_int("connectivity_retries", "Probe rounds the connectivity agent sends after the first one", 5, 0,
+                  1000, OPAL_INFO_LVL_4, &c->connectivity_retries);
+    reg_string("connectivity_policy",
+               "What a failed connectivity check does: \"unreachable\" = that local interface does not talk to "
+               "that peer interface (other usnic modules or other BTLs carry the traffic); \"abort\" = the job is "
+               "aborted.  The failure is reported either way",
+               "unreachable", OPAL_INFO_LVL_3, &c->connectivity_policy);
+    if (is_set(c->connectivity_policy) && 0 == strcmp(c->connectivity_policy, "abort")) {
+        c->connectivity_abort = true;
+    } else if (is_set(c->connectivity_policy) && 0 == strcmp(c->connectivity_policy, "unreachable")) {
+        c->connectivity_abort = false;
+    } else {
+        note_bad_param("connectivity_policy", is_set(c->connectivity_policy) ? c->connectivity_policy : "(empty)",
+                       "unreachable or abort");
+        ok = false;
+    }
+    if ((long) c->connectivity_timeout * (c->connectivity_retries + 1) > 3600000L) {
+        char value[64];
+        snprintf(value, sizeof(value), "timeout=%d retries=%d", c->connectivity_timeout, c->connectivity_retries);
+        note_bad_param("connectivity_timeout / btl_usnic_connectivity_retries", value,
+                       "timeout * (retries + 1) at most 3600000 ms");
+        ok = false;
+    }
     reg_string("inject_faults",
                "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M,forge_put=K\": every "
                "N-th datagram is sent twice, every M-th is held back and sent after the next one, and every K-th PUT "
@@ -247,6 +282,12 @@ int opal_btl_usnic_component_register_params(void)
                   "with the lowest value", (int) opal_btl_usnic_module_template.btl_latency, 0, 1000000,
                   OPAL_INFO_LVL_5, &c->latency);
     opal_btl_usnic_module_template.btl_latency = (uint32_t) c->latency;
+    ok &= reg_int("numa_latency_penalty",
+                  "Latency added to a module per NUMA step between the process's binding and the interface's "
+                  "PCI device (hwloc distances; a device on another node at an unknown distance counts one step), "
+                  "so that the BML prefers near interfaces.  Only where the process is bound and hwloc knows the "
+                  "device; 0 = no NUMA preference",
+                  1, 0, 1000000, OPAL_INFO_LVL_5, &c->numa_latency_penalty);
     ok &= reg_int("bandwidth",
                   "Bandwidth (Mbps) the BML uses to stripe large messages across BTLs (0: the interface's link "
                   "speed, or btl_usnic_link_speed if it reports none)",
@@ -278,10 +319,12 @@ static int pvar_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     (void) obj;
     size_t offset = (size_t) (uintptr_t) pvar->ctx;
     unsigned long *out = (unsigned long *) value;
+    OPAL_BTL_USNIC_LOCK(); /* an MPI_T reader thread races with progress otherwise */
     for (int i = 0; i < mca_btl_usnic_component.num_modules; ++i) {
         const char *stats = (const char *) &mca_btl_usnic_component.modules[i]->eng.stats;
         out[i] = (unsigned long) *(const uint64_t *) (stats + offset);
     }
+    OPAL_BTL_USNIC_UNLOCK();
     return OPAL_SUCCESS;
 }
 

@@ -28,6 +28,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
 
 #define OPAL_BTL_USNIC_DEFAULT_TINY_MTU 768
 #define OPAL_BTL_USNIC_CQ_BATCH 16
@@ -679,10 +680,14 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
     if (NULL != descriptor) {
         *descriptor = NULL;
     }
-    if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
+    if (header_size + payload_size > ep->max_frag_payload) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
     OPAL_BTL_USNIC_LOCK();
+    if (ep->failed) { /* written under the lock by wire_peer_failed */
+        OPAL_BTL_USNIC_UNLOCK();
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
     if (NULL == frag) {
         OPAL_BTL_USNIC_UNLOCK();
@@ -881,12 +886,40 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     fflush(c->map_file);
 }
 
+/* btl_usnic_connectivity_check: probe every new peer interface of this
+ * module at once, before any endpoint exists (verdicts used below) */
+static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs)
+{
+    opal_proc_t *self = opal_proc_local_get();
+    for (size_t i = 0; i < nprocs; ++i) {
+        opal_proc_t *proc = procs[i];
+        size_t n = 0;
+        opal_btl_usnic_modex_t *remote;
+        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
+            NULL == (remote = modex_recv(module, proc, &n))) {
+            continue;
+        }
+        opal_btl_usnic_cclient_note_agents(remote, n);
+        bool known = proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid];
+        int idx = known ? -1 : match_remote(module, proc, remote, n);
+        if (idx >= 0) {
+            opal_btl_usnic_cclient_add(module, proc, &remote[idx]);
+        }
+        free(remote);
+    }
+    return opal_btl_usnic_cclient_run(module);
+}
+
 static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
                            struct mca_btl_base_endpoint_t **endpoints, struct opal_bitmap_t *reachable)
 {
     opal_btl_usnic_module_t *module = usnic_module(btl);
     opal_proc_t *self = opal_proc_local_get();
     OPAL_BTL_USNIC_LOCK();
+    if (opal_btl_usnic_cclient_enabled() && OPAL_SUCCESS != connectivity_precheck(module, nprocs, procs)) {
+        OPAL_BTL_USNIC_UNLOCK();
+        return OPAL_ERR_UNREACH; /* policy abort, and the job is going down */
+    }
     for (size_t i = 0; i < nprocs; ++i) {
         opal_proc_t *proc = procs[i];
         if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
@@ -902,6 +935,9 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
             }
             int idx = match_remote(module, proc, remote, n);
             opal_btl_usnic_endpoint_t *ep = NULL;
+            if (idx >= 0 && opal_btl_usnic_cclient_enabled() && !opal_btl_usnic_cclient_usable(module, &remote[idx])) {
+                idx = -1; /* failed its connectivity check: policy unreachable */
+            }
             int rc = (idx < 0) ? OPAL_ERR_UNREACH : endpoint_create(module, proc, &remote[idx], &ep);
             if (OPAL_SUCCESS == rc) {
                 connectivity_map_note(module, proc, &remote[idx]);

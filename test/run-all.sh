@@ -74,6 +74,7 @@ run_suite "unit tests" make -C "$ROOT" --no-print-directory check
 run_suite "unit tests under ASan" make -C "$ROOT" --no-print-directory check-asan
 run_suite "receive-side fuzzing" bash "$ROOT/test/fuzz/run-fuzz.sh"
 run_suite "parameters and selection" bash "$ROOT/test/params/run-param-tests.sh"
+run_suite "MPI_THREAD_MULTIPLE stress (and helgrind)" bash "$ROOT/test/mpi/run-threads-stress.sh"
 run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo" \
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
 run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
@@ -82,6 +83,7 @@ run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-te
 run_suite "PUT: large transfers, one-sided, forged PUTs" bash "$ROOT/test/faults/run-put-tests.sh"
 run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "two hosts, two interfaces each (namespaces)" bash "$ROOT/test/hosts/run-host-tests.sh"
+run_suite "connectivity checker across hosts (namespaces)" bash "$ROOT/test/hosts/run-connectivity-tests.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 

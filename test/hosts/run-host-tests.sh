@@ -256,11 +256,13 @@ fi
 
 # ---------------------------------------------------------------------
 # Broken path: all UDP on subnet 1 dropped inside host 2 (both
-# directions).  The BTL has no connectivity checker yet, so both modules
-# claim the peer; acceptable outcomes are completion over veth2 or a
-# clear usnic message (peer timeout naming veth1) within
-# peer_timeout + margin.  A hang, or a failure without a usnic message,
-# fails the test.  The line reports what happened.
+# directions).  The connectivity checker (on by default, policy
+# unreachable) reports veth1 and leaves it out, so the job completes over
+# veth2 (test/hosts/run-connectivity-tests.sh tests the checker itself);
+# with the checker off both modules claim the peer and a clear usnic
+# message (peer timeout naming veth1) within peer_timeout + margin is
+# acceptable too.  A hang, or a failure without a usnic message, fails
+# the test.  The line reports what happened.
 # ---------------------------------------------------------------------
 
 name="broken-path (UDP on $HOSTS_NET1.0/24 dropped in host 2)"
@@ -280,7 +282,7 @@ else
     elif [ "$dropped" -eq 0 ]; then
         fail "$name (${SECS}s)" "the nft rule dropped nothing: the case tested nothing" "$log"
     elif [ "$RC" -eq 0 ] && grep -q '^PASS pingpong' "$log"; then
-        ok "$name: job COMPLETED (${SECS}s), $dropped datagrams dropped"
+        ok "$name: job COMPLETED (${SECS}s), $dropped datagrams dropped, $(grep -c 'connectivity checker sent UDP probes' "$log") connectivity checker message(s)"
     elif [ "$timeout_msg" -gt 0 ]; then
         ok "$name: job ABORTED (exit $RC, ${SECS}s) with $timeout_msg usnic 'peer timeout' message(s), $named_if naming veth1; $dropped datagrams dropped"
     else

@@ -38,7 +38,8 @@ run() {
 info=$(ompi_info --param btl usnic --level 9 2>&1)
 expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_num prio_rd_num
           retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay priority_limit window stats
-          verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth)
+          verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth
+          numa_latency_penalty connectivity_check connectivity_timeout connectivity_retries connectivity_policy)
 missing=()
 for p in "${expected[@]}"; do
     # the line after the parameter line is its help text: it must not be empty
@@ -107,6 +108,11 @@ check_bad_value "eager_limit=100" "eager_limit" OMPI_MCA_btl_usnic_eager_limit=1
 check_bad_value "if_include and if_exclude together" "mutually exclusive" OMPI_MCA_btl_usnic_if_exclude=eth0
 check_bad_value "empty provider_include" "provider_include" OMPI_MCA_btl_usnic_provider_include=
 check_bad_value "inject_faults=dup=x" "btl_usnic_inject_faults" OMPI_MCA_btl_usnic_inject_faults=dup=x
+check_bad_value "connectivity_policy=sometimes" "btl_usnic_connectivity_policy" \
+    OMPI_MCA_btl_usnic_connectivity_policy=sometimes
+check_bad_value "connectivity_timeout=0" "btl_usnic_connectivity_timeout" OMPI_MCA_btl_usnic_connectivity_timeout=0
+check_bad_value "numa_latency_penalty=-1" "btl_usnic_numa_latency_penalty" \
+    OMPI_MCA_btl_usnic_numa_latency_penalty=-1
 
 # --- 5. an invalid if_include entry is named, a valid one still works ---
 run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include "lo,10.0.0.0/99"

@@ -1,0 +1,369 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Connectivity client: every process asks its host's agent (see
+ * btl_usnic_connectivity.h) to check the pairs (local module, peer
+ * interface) it is about to use, waits for the verdicts in add_procs, and
+ * applies btl_usnic_connectivity_policy to a failed pair.
+ */
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_connectivity.h"
+
+#define CCLIENT_MAX_AGENTS 1024
+#define CCLIENT_MAX_POLL 64
+/* on top of the probe rounds: connecting, and an agent busy elsewhere */
+#define CCLIENT_GRACE_USEC 2000000u
+
+typedef struct {
+    const opal_btl_usnic_module_t *module;
+    uint32_t peer_ipv4;
+    uint16_t peer_port;
+    uint32_t large;
+    char peer_host[64];
+    char peer_if[16];
+    uint32_t req_id;
+    bool sent;
+    int verdict;
+    opal_btl_usnic_crep_t rep;
+} pair_t;
+
+static struct {
+    int fd;
+    pair_t *pairs;
+    int npairs, cpairs;
+    struct {
+        uint32_t ipv4;
+        uint16_t port;
+    } agents[CCLIENT_MAX_AGENTS];
+    int nagents;
+    uint32_t next_req;
+    uint64_t ok, failed, unchecked, wait_usec;
+} cl = {.fd = -1};
+
+bool opal_btl_usnic_cclient_enabled(void)
+{
+    return mca_btl_usnic_component.connectivity_check;
+}
+
+void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n)
+{
+    for (size_t j = 0; j < n; ++j) {
+        if (0 == remote[j].probe_port) {
+            continue;
+        }
+        int k;
+        for (k = 0; k < cl.nagents; ++k) {
+            if (cl.agents[k].ipv4 == remote[j].ipv4) {
+                break;
+            }
+        }
+        if (k == cl.nagents && cl.nagents < CCLIENT_MAX_AGENTS) {
+            ++cl.nagents;
+        }
+        if (k < CCLIENT_MAX_AGENTS) {
+            cl.agents[k].ipv4 = remote[j].ipv4;
+            cl.agents[k].port = remote[j].probe_port;
+        }
+    }
+}
+
+static uint16_t agent_port(uint32_t ipv4)
+{
+    for (int k = 0; k < cl.nagents; ++k) {
+        if (cl.agents[k].ipv4 == ipv4) {
+            return cl.agents[k].port;
+        }
+    }
+    return 0;
+}
+
+static pair_t *find_pair(const opal_btl_usnic_module_t *module, uint32_t peer_ipv4)
+{
+    for (int i = 0; i < cl.npairs; ++i) {
+        if (cl.pairs[i].module == module && cl.pairs[i].peer_ipv4 == peer_ipv4) {
+            return &cl.pairs[i];
+        }
+    }
+    return NULL;
+}
+
+void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *proc,
+                                const opal_btl_usnic_modex_t *remote)
+{
+    if (remote->ipv4 == module->ipv4 || NULL != find_pair(module, remote->ipv4)) {
+        return; /* on this host (no wire to check), or queued already */
+    }
+    if (cl.npairs == cl.cpairs) {
+        int n = cl.cpairs ? 2 * cl.cpairs : 16;
+        pair_t *p = (pair_t *) realloc(cl.pairs, (size_t) n * sizeof(*p));
+        if (NULL == p) {
+            return; /* unchecked */
+        }
+        cl.pairs = p;
+        cl.cpairs = n;
+    }
+    pair_t *pr = &cl.pairs[cl.npairs++];
+    memset(pr, 0, sizeof(*pr));
+    pr->module = module;
+    pr->peer_ipv4 = remote->ipv4;
+    pr->peer_port = remote->probe_port;
+    pr->large = opal_btl_usnic_cprobe_large_size(module->local_modex.mtu, remote->mtu);
+    snprintf(pr->peer_host, sizeof(pr->peer_host), "%s", opal_get_proc_hostname(proc));
+    snprintf(pr->peer_if, sizeof(pr->peer_if), "%.15s", '\0' != remote->if_name[0] ? remote->if_name : "?");
+    pr->verdict = OPAL_BTL_USNIC_CV_PENDING;
+}
+
+bool opal_btl_usnic_cclient_usable(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote)
+{
+    const pair_t *pr = find_pair(module, remote->ipv4);
+    return NULL == pr || opal_btl_usnic_cverdict_usable(pr->verdict);
+}
+
+static void disconnect(void)
+{
+    if (cl.fd >= 0) {
+        close(cl.fd);
+        cl.fd = -1;
+    }
+}
+
+static bool try_connect(void)
+{
+    struct sockaddr_un sun;
+    socklen_t len;
+    (void) opal_btl_usnic_cagent_address(&sun, &len);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    if (0 != connect(fd, (struct sockaddr *) &sun, len)) {
+        close(fd); /* the agent is not listening yet (or not at all) */
+        return false;
+    }
+    cl.fd = fd;
+    return true;
+}
+
+static void read_replies(void)
+{
+    for (;;) {
+        opal_btl_usnic_crep_t rep;
+        ssize_t n = recv(cl.fd, &rep, sizeof(rep), MSG_DONTWAIT);
+        if (n < 0 && (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno)) {
+            return;
+        }
+        if (n <= 0) {
+            opal_btl_usnic_verbose(1, "connectivity client: the agent closed the connection");
+            disconnect();
+            return;
+        }
+        if ((size_t) n != sizeof(rep)) {
+            continue;
+        }
+        for (int i = 0; i < cl.npairs; ++i) {
+            pair_t *pr = &cl.pairs[i];
+            if (pr->sent && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && pr->req_id == rep.req_id) {
+                pr->rep = rep;
+                pr->verdict = rep.verdict;
+            }
+        }
+    }
+}
+
+static void send_requests(const opal_btl_usnic_module_t *module)
+{
+    for (int i = 0; i < cl.npairs && cl.fd >= 0; ++i) {
+        pair_t *pr = &cl.pairs[i];
+        if (pr->module != module || pr->sent || OPAL_BTL_USNIC_CV_PENDING != pr->verdict) {
+            continue;
+        }
+        opal_btl_usnic_creq_t req = {.magic = OPAL_BTL_USNIC_CREQ_MAGIC,
+                                     .req_id = ++cl.next_req,
+                                     .local_ipv4 = module->ipv4,
+                                     .peer_ipv4 = pr->peer_ipv4,
+                                     .peer_port = pr->peer_port,
+                                     .large_size = pr->large};
+        if (send(cl.fd, &req, sizeof(req), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(req)) {
+            if (EAGAIN != errno && EWOULDBLOCK != errno) {
+                disconnect();
+            }
+            return; /* again in the next pass */
+        }
+        pr->req_id = req.req_id;
+        pr->sent = true;
+    }
+}
+
+static int pending(const opal_btl_usnic_module_t *module)
+{
+    int n = 0;
+    for (int i = 0; i < cl.npairs; ++i) {
+        n += (cl.pairs[i].module == module && OPAL_BTL_USNIC_CV_PENDING == cl.pairs[i].verdict);
+    }
+    return n;
+}
+
+/* Wait up to |usec| for our socket or (if it runs here) the agent's */
+static void wait_a_little(uint64_t usec)
+{
+    struct pollfd pfd[CCLIENT_MAX_POLL];
+    int fds[CCLIENT_MAX_POLL];
+    int n = 0;
+    if (cl.fd >= 0) {
+        fds[n++] = cl.fd;
+    }
+    n += opal_btl_usnic_cagent_fds(fds + n, CCLIENT_MAX_POLL - n);
+    for (int i = 0; i < n; ++i) {
+        pfd[i].fd = fds[i];
+        pfd[i].events = POLLIN;
+        pfd[i].revents = 0;
+    }
+    if (opal_btl_usnic_cagent_running()) {
+        usec = opal_btl_usnic_cagent_due_in(usec);
+    }
+    (void) poll(pfd, (nfds_t) n, (int) ((usec + 999) / 1000));
+}
+
+static const char *failed_what(const pair_t *pr, char *buf, size_t len)
+{
+    switch (pr->verdict) {
+    case OPAL_BTL_USNIC_CV_LARGE_FAILED:
+        snprintf(buf, len, "%u bytes (the MTU-sized probes were lost; %u-byte probes got through: MTU mismatch?)",
+                 pr->large, OPAL_BTL_USNIC_CPROBE_SMALL);
+        break;
+    case OPAL_BTL_USNIC_CV_SMALL_FAILED:
+        snprintf(buf, len, "%u bytes (the small probes were lost; %u-byte probes got through)",
+                 OPAL_BTL_USNIC_CPROBE_SMALL, pr->large);
+        break;
+    default:
+        snprintf(buf, len, "%u and %u bytes (no probe of any size got through)", OPAL_BTL_USNIC_CPROBE_SMALL,
+                 pr->large);
+        break;
+    }
+    return buf;
+}
+
+static bool report(const pair_t *pr)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    const opal_btl_usnic_module_t *m = pr->module;
+    char lip[INET_ADDRSTRLEN], pip[INET_ADDRSTRLEN], what[160];
+    struct in_addr a = {.s_addr = m->ipv4}, b = {.s_addr = pr->peer_ipv4};
+    inet_ntop(AF_INET, &a, lip, sizeof(lip));
+    inet_ntop(AF_INET, &b, pip, sizeof(pip));
+    opal_btl_usnic_show_help(false, "connectivity check failed", opal_process_info.nodename, m->if_name, lip,
+                             pr->peer_host, pr->peer_if, pip, failed_what(pr, what, sizeof(what)),
+                             pr->rep.probes_sent, (unsigned) (pr->rep.elapsed_usec / 1000u), c->connectivity_timeout,
+                             c->connectivity_retries,
+                             c->connectivity_abort ? "abort (the job is aborted)"
+                                                   : "unreachable (this interface pair is not used)");
+    return true;
+}
+
+int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    uint64_t start = opal_btl_usnic_clock_usec();
+    uint64_t bound = (uint64_t) c->connectivity_timeout * 1000u * (uint64_t) (c->connectivity_retries + 1);
+    uint64_t deadline = start + bound + CCLIENT_GRACE_USEC;
+    int first = cl.npairs;
+    for (int i = 0; i < cl.npairs; ++i) {
+        pair_t *pr = &cl.pairs[i];
+        if (pr->module == module && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && !pr->sent) {
+            first = (i < first) ? i : first;
+            if (0 == pr->peer_port) {
+                pr->peer_port = agent_port(pr->peer_ipv4);
+            }
+            if (0 == pr->peer_port) {
+                opal_btl_usnic_verbose(5, "connectivity: no agent published for the peer interface of %s",
+                                       pr->peer_host);
+                pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
+            }
+        }
+    }
+    if (0 == pending(module)) {
+        return OPAL_SUCCESS;
+    }
+    for (;;) {
+        opal_btl_usnic_cagent_service();
+        if (cl.fd < 0) {
+            (void) try_connect();
+        }
+        if (cl.fd >= 0) {
+            send_requests(module);
+            read_replies();
+        }
+        if (0 == pending(module) || opal_btl_usnic_clock_usec() >= deadline) {
+            break;
+        }
+        wait_a_little(cl.fd >= 0 ? 10000u : 5000u);
+    }
+    uint64_t waited = opal_btl_usnic_clock_usec() - start;
+    cl.wait_usec += waited;
+    bool reported = false;
+    for (int i = first; i < cl.npairs; ++i) {
+        pair_t *pr = &cl.pairs[i];
+        if (pr->module != module) {
+            continue;
+        }
+        if (OPAL_BTL_USNIC_CV_PENDING == pr->verdict) {
+            opal_btl_usnic_verbose(1, "connectivity: no verdict from the agent for %s -> %s: not checked",
+                                   module->if_name, pr->peer_host);
+            pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
+        }
+        if (OPAL_BTL_USNIC_CV_OK == pr->verdict) {
+            ++cl.ok;
+        } else if (OPAL_BTL_USNIC_CV_UNCHECKED == pr->verdict) {
+            ++cl.unchecked;
+        } else {
+            ++cl.failed;
+            if (pr->rep.report) {
+                reported |= report(pr);
+            }
+        }
+    }
+    opal_btl_usnic_verbose(5, "connectivity: %s checked in %llu us", module->if_name, (unsigned long long) waited);
+    if (reported && c->connectivity_abort) {
+        /* The one that printed the message ends the job: the others wait
+         * in MPI_Init and are killed with it. */
+        if (NULL != opal_pmix.abort) {
+            opal_pmix.abort(1, "usnic BTL connectivity check failed", NULL);
+        }
+        return OPAL_ERR_UNREACH;
+    }
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_cclient_fini(void)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    if (cl.npairs > 0 && (c->stats > 0 || c->verbose >= 5)) {
+        opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu unchecked=%llu "
+                    "wait_usec=%llu",
+                    opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, cl.npairs,
+                    (unsigned long long) cl.ok, (unsigned long long) cl.failed, (unsigned long long) cl.unchecked,
+                    (unsigned long long) cl.wait_usec);
+    }
+    disconnect();
+    free(cl.pairs);
+    cl.pairs = NULL;
+    cl.npairs = cl.cpairs = 0;
+    cl.nagents = 0;
+}

@@ -2,57 +2,95 @@
 #
 # Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
 #
-# Configure glue for building the usnic BTL inside an Open MPI source tree
-# as opal/mca/btl/usnic.  libfabric is required; the Cisco usnic extension
-# header (rdma/fi_ext_usnic.h) is optional: without it the component runs
-# on any FI_EP_DGRAM provider (libfabric's portable "udp" provider).
+# Configure glue for building the usnic BTL inside an Open MPI 4.1 source
+# tree as opal/mca/btl/usnic (it replaces upstream's usnic BTL there).
 #
+# libfabric is required (found by Open MPI's OPAL_CHECK_OFI, so --with-ofi
+# and --with-ofi-libdir apply).  The Cisco usnic extension header
+# rdma/fi_ext_usnic.h is optional: without it the component runs on any
+# FI_EP_DGRAM provider (libfabric's portable "udp" provider).
+#
+# --with-usnic      fail configure if the usnic BTL cannot be built
+# --without-usnic   do not build the usnic BTL
+#
+# configure prints one summary line, e.g.
+#   checking for usnic BTL... yes (libfabric 1.17, usnic extension: no)
+#   checking for usnic BTL... no (libfabric not found; see --with-ofi)
+
 # MCA_opal_btl_usnic_CONFIG([action-if-can-compile],
 #                           [action-if-cant-compile])
 # ------------------------------------------------
 AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
     AC_CONFIG_FILES([opal/mca/btl/usnic/Makefile])
-    OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_ext btl_usnic_save_CPPFLAGS])
+    OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_why btl_usnic_ext btl_usnic_fi_major btl_usnic_fi_minor btl_usnic_save_CPPFLAGS])
+
+    AC_ARG_WITH([usnic],
+                [AS_HELP_STRING([--with-usnic],
+                                [Build the usnic BTL (reliable MPI over libfabric datagrams); fail if it cannot be built.  --without-usnic skips it.  Needs libfabric (see --with-ofi).])])
 
     btl_usnic_happy=yes
+    btl_usnic_why=
     btl_usnic_ext=no
+    btl_usnic_fi_major=
+    btl_usnic_fi_minor=
 
-    # The component talks to the kernel's IPv4 stack (sysfs, getifaddrs):
-    # Linux only.
-    AS_CASE([$host_os],
-            [linux*], [],
-            [AC_MSG_CHECKING([whether the usnic BTL supports $host_os])
-             AC_MSG_RESULT([no (Linux only)])
-             btl_usnic_happy=no])
+    AS_IF([test "$with_usnic" = "no"],
+          [btl_usnic_happy=no
+           btl_usnic_why="disabled by --without-usnic"])
+
+    # Interface discovery reads sysfs and getifaddrs(): Linux only.
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AS_CASE([$host_os],
+                   [*linux*], [],
+                   [btl_usnic_happy=no
+                    btl_usnic_why="Linux only; host is $host_os"])])
 
     AS_IF([test "$btl_usnic_happy" = "yes"],
           [OPAL_CHECK_OFI
-           AS_IF([test "$opal_ofi_happy" != "yes"], [btl_usnic_happy=no])])
+           AS_IF([test "$opal_ofi_happy" != "yes"],
+                 [btl_usnic_happy=no
+                  AS_IF([test "$with_ofi" = "no"],
+                        [btl_usnic_why="libfabric disabled by --without-ofi"],
+                        [btl_usnic_why="libfabric not found; install its development files (Debian: libfabric-dev) or see --with-ofi"])])])
 
-    # FI_VERSION(1,5): fabric names in CIDR form, FI_CONTEXT2
+    # FI_VERSION(1,5): FI_CONTEXT2, fabric names in CIDR form.
     AS_IF([test "$btl_usnic_happy" = "yes"],
-          [OPAL_CHECK_OFI_VERSION_GE([1,5], [], [btl_usnic_happy=no])])
+          [OPAL_CHECK_OFI_VERSION_GE([1,5], [],
+                                     [btl_usnic_happy=no
+                                      btl_usnic_why="libfabric older than 1.5"])])
 
     AS_IF([test "$btl_usnic_happy" = "yes"],
           [btl_usnic_save_CPPFLAGS=$CPPFLAGS
-           CPPFLAGS="$CPPFLAGS $opal_ofi_CPPFLAGS"
-           AC_CHECK_HEADER([rdma/fi_ext_usnic.h], [btl_usnic_ext=yes], [btl_usnic_ext=no])
+           CPPFLAGS="$opal_ofi_CPPFLAGS $CPPFLAGS"
+           AC_COMPUTE_INT([btl_usnic_fi_major], [FI_MAJOR_VERSION],
+                          [#include <rdma/fabric.h>], [btl_usnic_fi_major=?])
+           AC_COMPUTE_INT([btl_usnic_fi_minor], [FI_MINOR_VERSION],
+                          [#include <rdma/fabric.h>], [btl_usnic_fi_minor=?])
+           # Optional: only present where libfabric was built with the
+           # Cisco usnic provider.
+           AC_CHECK_HEADER([rdma/fi_ext_usnic.h], [btl_usnic_ext=yes], [btl_usnic_ext=no],
+                           [#include <rdma/fabric.h>])
            CPPFLAGS=$btl_usnic_save_CPPFLAGS])
 
     AS_IF([test "$btl_usnic_ext" = "yes"],
           [AC_DEFINE([OPAL_BTL_USNIC_HAVE_FI_EXT_USNIC], [1],
-                     [Whether the Cisco usnic libfabric extension header is available])],
+                     [Define to 1 if the usnic BTL can use libfabric's Cisco usnic extension header rdma/fi_ext_usnic.h, 0 if not])],
           [AC_DEFINE([OPAL_BTL_USNIC_HAVE_FI_EXT_USNIC], [0],
-                     [Whether the Cisco usnic libfabric extension header is available])])
+                     [Define to 1 if the usnic BTL can use libfabric's Cisco usnic extension header rdma/fi_ext_usnic.h, 0 if not])])
 
-    AC_MSG_CHECKING([whether to build the usnic BTL])
+    AC_MSG_CHECKING([for usnic BTL])
     AS_IF([test "$btl_usnic_happy" = "yes"],
-          [AC_MSG_RESULT([yes (usnic extension header: $btl_usnic_ext)])
-           $1],
-          [AC_MSG_RESULT([no])
+          [AC_MSG_RESULT([yes (libfabric $btl_usnic_fi_major.$btl_usnic_fi_minor, usnic extension: $btl_usnic_ext)])],
+          [AC_MSG_RESULT([no ($btl_usnic_why)])])
+
+    OPAL_SUMMARY_ADD([[Transports]], [[usnic BTL (libfabric datagrams)]], [], [$btl_usnic_happy])
+
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [$1],
+          [AS_IF([test "$with_usnic" = "yes"],
+                 [AC_MSG_WARN([--with-usnic was given, but the usnic BTL cannot be built: $btl_usnic_why])
+                  AC_MSG_ERROR([Cannot continue])])
            $2])
 
-    OPAL_SUMMARY_ADD([[Transports]], [[usnic BTL over libfabric datagrams (udp/usnic)]], [],
-                     [$btl_usnic_happy])
     OPAL_VAR_SCOPE_POP
 ])dnl

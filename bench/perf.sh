@@ -1,0 +1,615 @@
+#!/usr/bin/env bash
+#
+# The usnic BTL against its peers, in one run, interleaved: latency,
+# bandwidth and message rate between 2 ranks bound to the 2 cores of this
+# host, over loopback, plus the raw limits of the datagram path.
+#
+#   bash bench/perf.sh                   # REPS=5, about 4-6 minutes
+#   REPS=3 BUDGET=0.5 bash bench/perf.sh # shorter
+#   TRANSPORTS="usnic tcp udp" bash bench/perf.sh
+#   bash bench/perf.sh --scale           # the scale mode (bench/scale.sh)
+#
+# Transports (TRANSPORTS, default all, run in this order, rotated by one
+# place per repetition so that none is always first):
+#   usnic   the usnic BTL: pml ob1, btl usnic,self on lo
+#   tcp     btl/tcp: pml ob1, btl tcp,self on lo
+#   rxd     libfabric's reliable datagrams (ofi_rxd over the udp
+#           provider) through pml cm + mtl ofi; every run is checked to
+#           have used that path, as in bench/loss-goodput.sh
+#   vader   shared memory, for reference: pml ob1, btl vader,self
+#   udp     bench/udp_raw.c: a bare polling UDP socket ping-pong (0, 8,
+#           1024, 1472 bytes) and a polling stream of 1472-byte datagrams
+#           (goodput = bytes received / time), no MPI
+#   fipp    fi_pingpong -p udp -e dgram (libfabric-bin), 8 and 1024 bytes
+#
+# One repetition runs every transport once; REPS repetitions give each
+# cell's median and min-max.  A cell whose spread (max-min) exceeds
+# SPREAD_PCT of its median is flagged "!".  Every run also records the load
+# average before and after and the CPU time that processes other than the
+# benchmark used meanwhile (/proc/stat minus our own children's CPU time);
+# a run where they took more than FOREIGN_PCT of the machine prints a
+# warning line; such runs are left out of the medians (DROP_DISTURBED).
+#
+# Environment:
+#   REPS          repetitions, default 5
+#   BUDGET        scale factor of perf.c's per-cell time budgets, default 1
+#   SPREAD_PCT    flag threshold, default 25
+#   FOREIGN_PCT   warning threshold, default 10
+#   DROP_DISTURBED  1 (default): medians leave out the runs with a warning,
+#                 as long as the transport has at least one quiet run;
+#                 0: medians over every run
+#   RAW_SECONDS   timed seconds per udp_raw ping-pong size, default 0.5
+#   STREAM_SECONDS  timed seconds of the udp_raw stream, default 1
+#   FI_ITERS      fi_pingpong iterations per size, default 20000
+#   RUN_TIMEOUT   seconds before one run is killed, default 300
+#   BIND          mpirun binding (default: probe "--bind-to core
+#                 --map-by core", fall back to "--bind-to none")
+#
+# Output: per-run lines, then the tables, the target lines and the paths
+# of the CSV files and the plot, all under bench/build/:
+#   perf-runs.csv  every measured value: rep,transport,metric,size,value,
+#                  disturbed (1 = the run had a noise warning)
+#   perf.csv       per cell: transport,metric,size,unit,n,median,min,max,
+#                  spread_pct,flag
+#   perf.png       latency and bandwidth against size (bench/plot.py)
+#   perf-logs/     the output of every run
+# A run that fails or took the wrong path contributes no number; its cells
+# show "-" if no run produced one.  Exit status 0 if every run succeeded.
+
+set -uo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD_DIR="$BENCH_DIR/build"
+LOG_DIR="$BUILD_DIR/perf-logs"
+
+if [[ ${1:-} == --scale ]]; then
+    shift
+    exec bash "$BENCH_DIR/scale.sh" "$@"
+fi
+if [[ $# -gt 0 ]]; then
+    echo "usage: bash bench/perf.sh [--scale]   (settings are environment variables; see the header)" >&2
+    exit 2
+fi
+
+REPS=${REPS:-5}
+BUDGET=${BUDGET:-1}
+SPREAD_PCT=${SPREAD_PCT:-25}
+FOREIGN_PCT=${FOREIGN_PCT:-10}
+DROP_DISTURBED=${DROP_DISTURBED:-1}
+RAW_SECONDS=${RAW_SECONDS:-0.5}
+STREAM_SECONDS=${STREAM_SECONDS:-1}
+FI_ITERS=${FI_ITERS:-20000}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+TRANSPORTS=${TRANSPORTS:-"usnic tcp rxd vader udp fipp"}
+RXD_PROVIDER="udp;ofi_rxd"
+RUNS_CSV="$BUILD_DIR/perf-runs.csv"
+SUMMARY_CSV="$BUILD_DIR/perf.csv"
+PLOT="$BUILD_DIR/perf.png"
+NCPU=$(nproc)
+CLK_TCK=$(getconf CLK_TCK)
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+die() { echo "perf: $*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------
+# Checks and build
+# ---------------------------------------------------------------------------
+
+[[ $REPS =~ ^[1-9][0-9]*$ ]] || die "bad REPS '$REPS'"
+[[ $BUDGET =~ ^[0-9]*\.?[0-9]+$ ]] || die "bad BUDGET '$BUDGET'"
+[[ $SPREAD_PCT =~ ^[0-9]+$ && $FOREIGN_PCT =~ ^[0-9]+$ && $DROP_DISTURBED =~ ^[01]$ ]] ||
+    die "bad SPREAD_PCT, FOREIGN_PCT or DROP_DISTURBED"
+[[ $RAW_SECONDS =~ ^[0-9]*\.?[0-9]+$ && $STREAM_SECONDS =~ ^[0-9]*\.?[0-9]+$ ]] ||
+    die "bad RAW_SECONDS or STREAM_SECONDS"
+[[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
+for t in $TRANSPORTS; do
+    case $t in
+        usnic|tcp|rxd|vader|udp|fipp) ;;
+        *) die "unknown transport '$t' (known: usnic tcp rxd vader udp fipp)" ;;
+    esac
+done
+for cmd in mpicc mpirun cc timeout taskset awk; do
+    command -v "$cmd" >/dev/null || die "$cmd not found"
+done
+has() { [[ " $TRANSPORTS " == *" $1 "* ]]; }
+if has usnic && ! ompi_info 2>/dev/null | grep -q 'MCA btl: usnic'; then
+    die "Open MPI lists no usnic BTL (ompi_info | grep 'MCA btl: usnic'); install it first"
+fi
+
+START=$SECONDS
+mkdir -p "$BUILD_DIR" "$LOG_DIR" || die "cannot create $LOG_DIR"
+rm -f "$LOG_DIR"/*.log
+echo "building bench/build/perf and bench/build/udp_raw"
+mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" ||
+    die "compiling bench/perf.c failed"
+cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/udp_raw" "$BENCH_DIR/udp_raw.c" ||
+    die "compiling bench/udp_raw.c failed"
+HAVE_FIPP=1
+command -v fi_pingpong >/dev/null || HAVE_FIPP=0
+
+mpirun_2() {
+    # shellcheck disable=SC2086  # BIND is a word list
+    timeout -k 10 "$RUN_TIMEOUT" mpirun -np 2 $BIND --mca oob_tcp_if_include lo "$@"
+}
+if [[ -z ${BIND:-} ]]; then
+    BIND="--bind-to core --map-by core"
+    mpirun_2 true >"$LOG_DIR/binding.log" 2>&1 || BIND="--bind-to none"
+fi
+# The non-MPI programs are pinned the same way: one side per core.
+CPU_A=0 CPU_B=1
+[[ $NCPU -ge 2 ]] || CPU_B=0
+
+transport_args() {
+    case $1 in
+        usnic) echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" ;;
+        tcp)   echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
+        # Debian's openmpi-mca-params.conf says "mtl = ^ofi": naming the
+        # MTL here overrides it.  The verbose options print the lines that
+        # prove the path (checked after the run).
+        rxd)   echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
+                    "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
+        vader) echo "--mca pml ob1 --mca btl vader,self" ;;
+    esac
+}
+
+title() {
+    case $1 in
+        usnic) echo "usnic" ;;
+        tcp)   echo "tcp" ;;
+        rxd)   echo "udp;ofi_rxd" ;;
+        vader) echo "vader" ;;
+        udp)   echo "UDP socket" ;;
+        fipp)  echo "fi_pingpong" ;;
+    esac
+}
+
+# ---------------------------------------------------------------------------
+# Noise accounting
+# ---------------------------------------------------------------------------
+
+# Busy ticks of all CPUs: user + nice + system + steal (irq/softirq left
+# out: with IRQ time accounting they are charged to no task, ours included).
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9 }' /proc/stat; }
+
+# CHILD_CPU = CPU seconds of this shell's finished children.  Bash's
+# "times" builtin must run in this shell: in a $(...) subshell it would
+# see the subshell's children only.
+children_cpu() {
+    times >"$BUILD_DIR/.times"
+    CHILD_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' \
+        "$BUILD_DIR/.times")
+}
+
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# Datagrams the kernel dropped for a full UDP socket receive buffer
+# (Udp RcvbufErrors, /proc/net/snmp): real loss on loopback, as opposed to
+# a spurious retransmission timeout.
+udp_rcvbuf_errors() {
+    # shellcheck disable=SC2016  # an awk program
+    awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
+                   else for (i = 1; i <= NF; i++) if (n[i] == "RcvbufErrors") print $i }' /proc/net/snmp
+}
+
+# measured LOG CMD...: runs CMD with its output in LOG; sets RC, WALL,
+# FOREIGN (percent of all CPUs used by others), LOAD0, LOAD1, UDPDROPS.
+measured() {
+    local log=$1 b0 b1 c0 c1 t0 t1 d0 d1
+    shift
+    LOAD0=$(loadavg); d0=$(udp_rcvbuf_errors); b0=$(busy_ticks); children_cpu; c0=$CHILD_CPU
+    t0=$EPOCHREALTIME
+    "$@" >"$log" 2>&1
+    RC=$?
+    t1=$EPOCHREALTIME; b1=$(busy_ticks); children_cpu; c1=$CHILD_CPU; LOAD1=$(loadavg)
+    d1=$(udp_rcvbuf_errors)
+    UDPDROPS=$(( ${d1:-0} - ${d0:-0} ))
+    read -r WALL FOREIGN < <(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" \
+        -v t0="$t0" -v t1="$t1" -v hz="$CLK_TCK" -v n="$NCPU" 'BEGIN {
+            w = t1 - t0; f = (b1 - b0) / hz - (c1 - c0); if (f < 0) f = 0
+            printf "%.1f %.0f\n", w, (w > 0 ? 100 * f / (n * w) : 0) }')
+}
+
+# ---------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------
+
+declare -A STATUS   # transport,rep -> ok | fail ... (words)
+DISTURBED=()        # "transport rep others%"
+FAILED=0
+
+field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
+
+# Rows of the current run (rep,transport,metric,size,value); run_one adds
+# the run's "disturbed" flag and appends them to perf-runs.csv.
+RUN_ROWS="$BUILD_DIR/.run-rows"
+csv() { echo "$1,$2,$3,$4,$5" >>"$RUN_ROWS"; }
+
+run_mpi() {
+    local t=$1 rep=$2 log="$LOG_DIR/$1-$2.log" line status note="" sends
+    # shellcheck disable=SC2046
+    measured "$log" mpirun_2 $(transport_args "$t") "$BUILD_DIR/perf" --label "$t" --budget "$BUDGET"
+    line=$(grep -m1 '^PERF_RUN ' "$log")
+    status=$(field status "$line")
+    if [[ $RC -eq 124 || $RC -eq 137 ]]; then
+        note="timeout (killed after ${RUN_TIMEOUT}s)"
+    elif [[ $RC -ne 0 || $status != ok ]]; then
+        note="fail (exit $RC${status:+, status $status})"
+    fi
+    case $t in
+        usnic)
+            sends=$(field num_total_sends "$line")
+            if [[ -z $note && ! $sends =~ ^[1-9][0-9]*$ ]]; then
+                note="wrongpath (no usnic BTL sends counted: num_total_sends=${sends:-none})"
+            fi
+            ;;
+        rxd)
+            local nprov ncm
+            nprov=$(grep -c "mtl:ofi:prov: $RXD_PROVIDER\$" "$log")
+            ncm=$(grep -c 'select: component cm selected' "$log")
+            if [[ -z $note && ($nprov -ne 2 || $ncm -ne 2) ]]; then
+                note="wrongpath (expected 2x 'mtl:ofi:prov: $RXD_PROVIDER' and 2x pml cm, got $nprov and $ncm)"
+            fi
+            ;;
+    esac
+    RUN_EXTRA="ranks' CPU share $(field cpu0 "$line")/$(field cpu1 "$line")"
+    if [[ -n $note ]]; then
+        STATUS[$t,$rep]=$note
+        return 1
+    fi
+    awk -v r="$rep" -v t="$t" '$1 == "PERF" {
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            print r "," t "," f["metric"] "," f["size"] "," f["value"] }' "$log" >>"$RUN_ROWS"
+    if [[ $t == usnic ]]; then
+        csv "$rep" usnic resends 0 "$(field num_resends "$line")"
+        csv "$rep" usnic timeout_retrans 0 "$(field num_timeout_retrans "$line")"
+        csv "$rep" usnic fast_retrans 0 "$(field num_fast_retrans "$line")"
+        csv "$rep" usnic total_sends 0 "$sends"
+        RUN_EXTRA+=", retransmissions $(field num_resends "$line") of $sends sends"
+    fi
+    STATUS[$t,$rep]=ok
+}
+
+# All udp_raw cells of one repetition, as one run.
+udp_cells() {
+    local s
+    for s in 0 8 1024 1472; do
+        taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" pingpong --size "$s" \
+            --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
+    done
+    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" stream --size 1472 \
+        --seconds "$STREAM_SECONDS" --cpus "$CPU_A,$CPU_B"
+}
+
+run_udp() {
+    local rep=$1 log="$LOG_DIR/udp-$1.log"
+    measured "$log" timeout -k 5 "$RUN_TIMEOUT" bash -c "$(declare -f udp_cells); BUILD_DIR='$BUILD_DIR' CPU_A=$CPU_A CPU_B=$CPU_B RAW_SECONDS=$RAW_SECONDS STREAM_SECONDS=$STREAM_SECONDS udp_cells"
+    RUN_EXTRA=""
+    if [[ $RC -ne 0 ]] || [[ $(grep -c '^RAW ' "$log") -ne 5 ]]; then
+        STATUS[udp,$rep]="fail (exit $RC)"
+        return 1
+    fi
+    awk -v r="$rep" '$1 == "RAW" {
+            for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            if (f["kind"] == "pingpong") print r ",udp,lat," f["size"] "," f["usec"]
+            else {
+                print r ",udp,bw," f["size"] "," f["MBps"]
+                print r ",udp,lost_pct," f["size"] "," (f["sent"] > 0 && f["lost"] > 0 ? 100 * f["lost"] / f["sent"] : 0)
+                print r ",udp,send_bw," f["size"] "," f["send_MBps"]
+            }
+        }' "$log" >>"$RUN_ROWS"
+    RUN_EXTRA="stream: $(awk '$2 == "kind=stream" { print $4, $5, $6 }' "$log")"
+    STATUS[udp,$rep]=ok
+}
+
+# fi_pingpong for one size: the server pinned to one core, the client to
+# the other; its own control port per run.
+FI_PORT=47700
+fipp_cells() {
+    local s port server rc=0
+    for s in 8 1024; do
+        port=$((FI_PORT + s % 97))
+        taskset -c "$CPU_B" timeout 60 fi_pingpong -p udp -e dgram -S "$s" -I "$FI_ITERS" -B "$port" \
+            >"$BUILD_DIR/.fipp-server" 2>&1 &
+        server=$!
+        sleep 0.3
+        echo "== size $s client"
+        taskset -c "$CPU_A" timeout 60 fi_pingpong -p udp -e dgram -S "$s" -I "$FI_ITERS" -P "$port" 127.0.0.1 || rc=1
+        wait "$server" || rc=1
+        echo "== size $s server output"
+        cat "$BUILD_DIR/.fipp-server"
+    done
+    return $rc
+}
+
+run_fipp() {
+    local rep=$1 log="$LOG_DIR/fipp-$1.log" n
+    RUN_EXTRA=""
+    if [[ $HAVE_FIPP -eq 0 ]]; then
+        echo "fi_pingpong not found (apt-get install libfabric-bin)" >"$log"
+        STATUS[fipp,$rep]="fail (fi_pingpong not installed)"
+        return 1
+    fi
+    FI_PORT=$((47700 + 100 * (rep % 5)))
+    measured "$log" timeout -k 5 "$RUN_TIMEOUT" bash -c "$(declare -f fipp_cells); BUILD_DIR='$BUILD_DIR' CPU_A=$CPU_A CPU_B=$CPU_B FI_ITERS=$FI_ITERS FI_PORT=$FI_PORT fipp_cells"
+    # The client's result line: bytes #sent #ack total time MB/sec usec/xfer
+    # Mxfers/sec, bytes as "8" or "1k"; usec/xfer = time / (2 x iterations),
+    # a half round trip.
+    n=$(awk -v r="$rep" '
+            /^== size [0-9]+ client/ { size = $3; client = 1; next }
+            /^== / { client = 0; next }
+            client && ($1 == size || $1 == size / 1024 "k") && $7 ~ /^[0-9.]+$/ {
+                print r ",fipp,lat," size "," $7; client = 0 }' \
+        "$log" | tee -a "$RUN_ROWS" | wc -l)
+    if [[ $RC -ne 0 || $n -ne 2 ]]; then
+        STATUS[fipp,$rep]="fail (exit $RC, $n of 2 results)"
+        return 1
+    fi
+    STATUS[fipp,$rep]=ok
+}
+
+run_one() {
+    local t=$1 rep=$2 disturbed=0
+    RUN_EXTRA=""
+    : >"$RUN_ROWS"
+    WALL=0 FOREIGN=0 LOAD0=- LOAD1=- UDPDROPS=0
+    case $t in
+        udp)  run_udp "$rep" ;;
+        fipp) run_fipp "$rep" ;;
+        *)    run_mpi "$t" "$rep" ;;
+    esac
+    [[ ${STATUS[$t,$rep]} == ok ]] || FAILED=$((FAILED + 1))
+    printf '  rep %d/%d  %-6s %-4s %5.1fs  load %s -> %s  others %s%% of the CPUs  UDP rcvbuf drops %s%s\n' \
+        "$rep" "$REPS" "$t" "${STATUS[$t,$rep]%% *}" "$WALL" "$LOAD0" "$LOAD1" "$FOREIGN" \
+        "$UDPDROPS" "${RUN_EXTRA:+  ($RUN_EXTRA)}"
+    [[ ${STATUS[$t,$rep]} == ok ]] || echo "    ${STATUS[$t,$rep]}; log: bench/build/perf-logs/$t-$rep.log"
+    if [[ $FOREIGN -gt $FOREIGN_PCT ]]; then
+        echo "    warning: other processes used ${FOREIGN}% of the CPUs during this run (load $LOAD0 -> $LOAD1): its numbers are suspect"
+        DISTURBED+=("$t/$rep:$FOREIGN%")
+        disturbed=1
+    fi
+    sed "s/\$/,$disturbed/" "$RUN_ROWS" >>"$RUNS_CSV"
+}
+
+: >"$RUNS_CSV"
+# shellcheck disable=SC2206
+ORDER=($TRANSPORTS)
+echo "perf: $REPS repetitions of {$TRANSPORTS}, interleaved; $NCPU CPUs; mpirun $BIND; budget x$BUDGET"
+echo "      load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for rep in $(seq 1 "$REPS"); do
+    n=${#ORDER[@]}
+    for ((i = 0; i < n; i++)); do
+        run_one "${ORDER[$(( (i + rep - 1) % n ))]}" "$rep"
+    done
+done
+
+# ---------------------------------------------------------------------------
+# Summary
+# ---------------------------------------------------------------------------
+
+# perf.csv: median, min, max per transport/metric/size.
+awk -F, -v spread="$SPREAD_PCT" -v drop="$DROP_DISTURBED" '
+    function unit(m) { return m ~ /lat/ ? "us" : m ~ /bw/ ? "MBps" : m == "rate" ? "msgps" : m == "lost_pct" ? "pct" : "count" }
+    # pass 1: which transports have quiet runs
+    NR == FNR { if ($6 == 0) quiet[$2] = 1; next }
+    drop && $6 == 1 && ($2 in quiet) { next }
+    { k = $2 "," $3 "," $4; v[k, ++n[k]] = $5 + 0; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k } }
+    END {
+        print "transport,metric,size,unit,n,median,min,max,spread_pct,flag"
+        for (j = 1; j <= nk; j++) {
+            k = keys[j]; c = n[k]
+            for (a = 1; a <= c; a++) x[a] = v[k, a]
+            for (a = 2; a <= c; a++) { y = x[a]; for (b = a - 1; b >= 1 && x[b] > y; b--) x[b + 1] = x[b]; x[b + 1] = y }
+            med = c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2
+            sp = med > 0 ? 100 * (x[c] - x[1]) / med : 0
+            split(k, p, ",")
+            flag = (p[2] ~ /^(lat|bw|rate)$/ && c > 1 && sp > spread) ? "noisy" : ""
+            printf "%s,%.6g,%.6g,%.6g,%.1f,%s\n", k "," unit(p[2]) "," c, med, x[1], x[c], sp, flag
+        }
+    }' "$RUNS_CSV" "$RUNS_CSV" >"$SUMMARY_CSV"
+
+# Lookups into perf.csv.
+declare -A MED MIN MAX FLAG
+while IFS=, read -r t m s _ _ med mn mx _ fl; do
+    [[ $t == transport ]] && continue
+    MED[$t,$m,$s]=$med MIN[$t,$m,$s]=$mn MAX[$t,$m,$s]=$mx FLAG[$t,$m,$s]=$fl
+done <"$SUMMARY_CSV"
+
+fmt() { # metric value
+    case $1 in
+        lat)  awk -v v="$2" 'BEGIN { printf (v < 100 ? "%.2f" : "%.0f"), v }' ;;
+        rate) awk -v v="$2" 'BEGIN { printf "%.0fk", v / 1000 }' ;;
+        *)    awk -v v="$2" 'BEGIN { printf "%.0f", v }' ;;
+    esac
+}
+cell() { # transport metric size
+    local k="$1,$2,$3"
+    if [[ -z ${MED[$k]:-} ]]; then echo "-"; return; fi
+    printf '%s (%s-%s)%s' "$(fmt "$2" "${MED[$k]}")" "$(fmt "$2" "${MIN[$k]}")" \
+        "$(fmt "$2" "${MAX[$k]}")" "${FLAG[$k]:+!}"
+}
+ratio() { # a b -> a/b
+    if [[ -n ${1:-} && -n ${2:-} ]] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
+        awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'
+    else
+        echo "-"
+    fi
+}
+human() {
+    case $1 in
+        0) echo "0 B" ;; 8) echo "8 B" ;; 1024) echo "1 KiB" ;; 1472) echo "1472 B" ;;
+        16384) echo "16 KiB" ;; 65536) echo "64 KiB" ;; 1048576) echo "1 MiB" ;; 4194304) echo "4 MiB" ;;
+        *) echo "$1 B" ;;
+    esac
+}
+
+MPI_T=()
+for t in usnic tcp rxd vader; do has "$t" && MPI_T+=("$t"); done
+W=22
+ROWS="lat:0 lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 bw:4194304 rate:8"
+
+if [[ ${#MPI_T[@]} -gt 0 ]]; then
+    echo
+    if [[ $DROP_DISTURBED -eq 1 && ${#DISTURBED[@]} -gt 0 ]]; then
+        echo "Median (min-max) over the $REPS interleaved runs minus the ${#DISTURBED[@]} disturbed ones (listed at the"
+        echo "end; a transport whose every run was disturbed keeps them all); \"!\" = spread above ${SPREAD_PCT}% of the median."
+    else
+        echo "Median (min-max) over $REPS interleaved runs; \"!\" = spread above ${SPREAD_PCT}% of the median."
+    fi
+    echo "latency: half round trip, us (lower is better); bandwidth: MB/s = 10^6 B/s (higher is better);"
+    echo "rate: 8-byte messages per second, window of 64 MPI_Isend (higher is better)."
+    echo "Ratios are usnic / peer, from the medians."
+    echo
+    line=$(printf '%-18s' "")
+    for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(title "$t")"); done
+    for t in "${MPI_T[@]}"; do [[ $t == usnic ]] || line+=$(printf '  %12s' "usnic/$t"); done
+    echo "$line"
+    for row in $ROWS; do
+        m=${row%%:*} s=${row#*:}
+        case $m in
+            lat) label="latency $(human "$s")" ;;
+            bw) label="bandwidth $(human "$s")" ;;
+            rate) label="msg rate 8 B" ;;
+        esac
+        line=$(printf '%-18s' "$label")
+        for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(cell "$t" "$m" "$s")"); done
+        for t in "${MPI_T[@]}"; do
+            [[ $t == usnic ]] || line+=$(printf '  %12s' "$(ratio "${MED[usnic,$m,$s]:-}" "${MED[$t,$m,$s]:-}")")
+        done
+        echo "$line"
+    done
+fi
+
+if has usnic; then
+    echo
+    # Per run, in run order; "*" marks a disturbed run.
+    resends=$(awk -F, '$2 == "usnic" && $3 == "resends" { printf "%s%s%s", sep, $5, $6 == 1 ? "*" : ""; sep = " " }' "$RUNS_CSV")
+    quiet_resends=$(awk -F, -v drop="$DROP_DISTURBED" '$2 == "usnic" && $3 == "resends" { all = all " " $5; if ($6 == 0) q = q " " $5 }
+        END { print (drop && q != "" ? q : all) }' "$RUNS_CSV")
+    # "left out" only when some runs were quiet and others were not
+    left_out=$(awk -F, -v drop="$DROP_DISTURBED" '$2 == "usnic" && $3 == "resends" { if ($6 == 0) q++; else d++ }
+        END { if (drop && q > 0 && d > 0) print ", " d " disturbed run(s) left out" }' "$RUNS_CSV")
+    sends=$(awk -F, '$2 == "usnic" && $3 == "total_sends" { printf "%s%s", sep, $5; sep = " " }' "$RUNS_CSV")
+    tmo=$(awk -F, '$2 == "usnic" && $3 == "timeout_retrans" { s += $5 } END { print s + 0 }' "$RUNS_CSV")
+    fast=$(awk -F, '$2 == "usnic" && $3 == "fast_retrans" { s += $5 } END { print s + 0 }' "$RUNS_CSV")
+    echo "usnic retransmissions per run (MPI_T btl_usnic_num_resends, both ranks; * = disturbed run): ${resends:--}"
+    echo "  of segments sent per run: ${sends:--}; all runs together: $tmo after a timeout, $fast fast"
+fi
+
+if has udp || has fipp; then
+    echo
+    echo "Raw datagram path (no MPI), median (min-max); usnic compared at the same size:"
+    printf '%-40s  %-22s  %s\n' "" "raw" "usnic"
+    for s in 0 8 1024 1472; do
+        has udp || break
+        if [[ -n ${MED[usnic,lat,$s]:-} && -n ${MED[udp,lat,$s]:-} ]]; then
+            cmp=$(awk -v a="${MED[usnic,lat,$s]}" -v b="${MED[udp,lat,$s]}" 'BEGIN { printf "%.2f us (%+.2f us, %.2fx)", a, a - b, a / b }')
+        else
+            cmp="-"
+        fi
+        printf '%-40s  %-22s  %s\n' "UDP socket ping-pong $(human $s), us" "$(cell udp lat "$s")" "$cmp"
+    done
+    if has udp; then
+        if [[ -n ${MED[usnic,bw,1048576]:-} && -n ${MED[udp,bw,1472]:-} ]]; then
+            cmp=$(awk -v a="${MED[usnic,bw,1048576]}" -v b="${MED[udp,bw,1472]}" 'BEGIN { printf "%.0f MB/s at 1 MiB (%.0f%%)", a, 100 * a / b }')
+        else
+            cmp="-"
+        fi
+        printf '%-40s  %-22s  %s\n' "UDP socket stream 1472 B goodput, MB/s" "$(cell udp bw 1472)" "$cmp"
+        printf '%-40s  %-22s\n' "  sender's rate, MB/s" "$(cell udp send_bw 1472)"
+        printf '%-40s  %-22s\n' "  datagrams lost to a full rcvbuf, %" "$(cell udp lost_pct 1472)"
+    fi
+    if has fipp; then
+        for s in 8 1024; do
+            v=$(cell fipp lat "$s")
+            if [[ $v == - ]]; then
+                v="did not run here: $(for r in $(seq 1 "$REPS"); do echo "${STATUS[fipp,$r]:-}"; done | sort -u | head -1)"
+            fi
+            printf '%-40s  %-22s\n' "fi_pingpong -p udp -e dgram $(human $s), us" "$v"
+        done
+    fi
+fi
+
+# ---------------------------------------------------------------------------
+# Targets (issue 5), from the medians
+# ---------------------------------------------------------------------------
+
+echo
+target() { # text condition-awk value-text ; prints met / NOT met / not measured
+    local text=$1 cond=$2 vals=$3
+    if [[ -z $cond ]]; then
+        echo "target $text: not measured ($vals)"
+    elif awk "BEGIN { exit !($cond) }"; then
+        echo "target $text: met ($vals)"
+    else
+        echo "target $text: NOT met ($vals)"
+    fi
+}
+m() { echo "${MED[$1]:-}"; }
+v() { local k=$1 metric; metric=${k#*,}; metric=${metric%%,*}; fmt "$metric" "$(m "$k")"; }
+both() { [[ -n $(m "$1") && -n $(m "$2") ]]; }
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
+
+t="8 B latency no worse than btl/tcp"
+if both usnic,lat,8 tcp,lat,8; then
+    target "$t" "$(m usnic,lat,8) <= $(m tcp,lat,8)" "usnic $(v usnic,lat,8) us, tcp $(v tcp,lat,8) us"
+else target "$t" "" "needs usnic and tcp"; fi
+t="8 B latency within 2 us of the bare UDP ping-pong"
+if both usnic,lat,8 udp,lat,8; then
+    target "$t" "$(m usnic,lat,8) - $(m udp,lat,8) <= 2" \
+        "usnic $(v usnic,lat,8) us, UDP socket $(v udp,lat,8) us, gap $(awk -v a="$(m usnic,lat,8)" -v b="$(m udp,lat,8)" 'BEGIN { printf "%.2f", a - b }') us"
+else target "$t" "" "needs usnic and udp"; fi
+t="16 KiB latency at most 0.75x udp;ofi_rxd"
+if both usnic,lat,16384 rxd,lat,16384; then
+    target "$t" "$(m usnic,lat,16384) <= 0.75 * $(m rxd,lat,16384)" \
+        "usnic $(v usnic,lat,16384) us, rxd $(v rxd,lat,16384) us, $(ratio "$(m usnic,lat,16384)" "$(m rxd,lat,16384)")"
+else target "$t" "" "needs usnic and rxd"; fi
+t="1 MiB bandwidth at least 1.4x udp;ofi_rxd"
+if both usnic,bw,1048576 rxd,bw,1048576; then
+    target "$t" "$(m usnic,bw,1048576) >= 1.4 * $(m rxd,bw,1048576)" \
+        "usnic $(v usnic,bw,1048576) MB/s, rxd $(v rxd,bw,1048576) MB/s, $(ratio "$(m usnic,bw,1048576)" "$(m rxd,bw,1048576)")"
+else target "$t" "" "needs usnic and rxd"; fi
+t="1 MiB bandwidth at least 85% of the bare UDP stream (1472 B)"
+if both usnic,bw,1048576 udp,bw,1472; then
+    target "$t" "$(m usnic,bw,1048576) >= 0.85 * $(m udp,bw,1472)" \
+        "usnic $(v usnic,bw,1048576) MB/s, UDP stream $(v udp,bw,1472) MB/s, $(pct "$(m usnic,bw,1048576)" "$(m udp,bw,1472)")"
+else target "$t" "" "needs usnic and udp"; fi
+t="8 B message rate at least 1.5x btl/tcp"
+if both usnic,rate,8 tcp,rate,8; then
+    target "$t" "$(m usnic,rate,8) >= 1.5 * $(m tcp,rate,8)" \
+        "usnic $(v usnic,rate,8) msg/s, tcp $(v tcp,rate,8) msg/s, $(ratio "$(m usnic,rate,8)" "$(m tcp,rate,8)")"
+else target "$t" "" "needs usnic and tcp"; fi
+t="no retransmissions in lossless runs"
+if has usnic && [[ -n ${quiet_resends// /} ]]; then
+    maxr=$(tr ' ' '\n' <<<"$quiet_resends" | sort -n | tail -1)
+    target "$t" "$maxr == 0" "per run:$quiet_resends$left_out"
+elif has usnic; then
+    target "$t" "" "no successful usnic run"
+fi
+noquiet=$(awk -F, '{ t[$2] = 1; if ($6 == 0) q[$2] = 1 } END { for (k in t) if (!(k in q)) printf "%s ", k }' "$RUNS_CSV")
+if [[ -n $noquiet ]]; then
+    echo "caution: every run of { ${noquiet}} was disturbed by other work; their medians, and the targets that use them, are suspect"
+fi
+echo "(the scale targets are checked by: bash bench/perf.sh --scale)"
+
+# ---------------------------------------------------------------------------
+# Plot, noise summary, end
+# ---------------------------------------------------------------------------
+
+echo
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    if /usr/bin/python3 "$BENCH_DIR/plot.py" "$SUMMARY_CSV" "$PLOT" \
+        "$REPS runs, $(date -u +%Y-%m-%d), $NCPU CPUs"; then
+        echo "plot: bench/build/perf.png"
+    else
+        echo "plot: bench/plot.py failed"
+    fi
+else
+    echo "plot: skipped (no matplotlib for /usr/bin/python3: apt-get install python3-matplotlib)"
+fi
+echo "CSV: bench/build/perf.csv (per cell), bench/build/perf-runs.csv (per run); logs: bench/build/perf-logs/"
+if [[ ${#DISTURBED[@]} -gt 0 ]]; then
+    echo "warning: ${#DISTURBED[@]} of $((REPS * ${#ORDER[@]})) runs shared the machine with other work (>${FOREIGN_PCT}% of the CPUs): ${DISTURBED[*]}"
+fi
+echo "$FAILED failed run(s); total time $((SECONDS - START))s"
+[[ $FAILED -eq 0 ]]

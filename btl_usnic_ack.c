@@ -497,7 +497,8 @@ uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_us
     }
     /* Buffers still being processed are not re-posted yet: not ours to
      * grant (the flaw of seed 004 was granting on receipt). */
-    uint32_t free_capacity = (eng->p.rx_capacity > eng->rx_buffers_held) ? eng->p.rx_capacity - eng->rx_buffers_held : 0;
+    uint32_t free_capacity =
+        (eng->p.rx_capacity > eng->rx_buffers_held) ? eng->p.rx_capacity - eng->rx_buffers_held : 0;
     uint32_t grant = free_capacity / senders;
     if (grant > ep->window) {
         grant = ep->window;

@@ -408,13 +408,14 @@ void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status);
 /* Deferred completion: the PML's callback, then recycling. */
 void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
 
-/* Target side: write the in-window PUT |ph| from |ep| into its region.
- * Returns false (the reason counted) if it must be dropped unaccepted. */
-bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             const opal_btl_usnic_put_hdr_t *ph);
+/* Target side: write the in-window PUT |ph| from |ep| into its region if
+ * opal_btl_usnic_reg_check allows it; returns that verdict. */
+opal_btl_usnic_put_verdict_t opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                                     const opal_btl_usnic_put_hdr_t *ph);
 
-/* Post |seg| (sequence number, ACK, timer) on |channel|. */
-int opal_btl_usnic_send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                opal_btl_usnic_send_seg_t *seg, int channel);
+/* Post the chunk segment |seg| (sequence number, ACK, timer) on the data
+ * channel; if the post fails, |seg| goes back to its free list. */
+int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_send_seg_t *seg);
 
 #endif /* OPAL_BTL_USNIC_ENGINE_H */

@@ -261,15 +261,12 @@ int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     ph->region_id = opal_btl_usnic_wire32(frag->put.region_id);
     ph->key = opal_btl_usnic_wire64(frag->put.key);
     ph->addr = opal_btl_usnic_wire64(frag->put.remote_addr + frag->offset);
-    memcpy(opal_btl_usnic_seg_payload(seg, sizeof(*ph)), (const uint8_t *) frag->segments[0].seg_addr.pval + frag->offset,
-           len);
+    const uint8_t *src = (const uint8_t *) frag->segments[0].seg_addr.pval + frag->offset;
+    memcpy(opal_btl_usnic_seg_payload(seg, sizeof(*ph)), src, len);
     seg->wire_len = (uint32_t) (sizeof(*ph) + len);
     seg->frag = frag;
-    int rc = opal_btl_usnic_send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    int rc = opal_btl_usnic_chunk_seg_post(eng, ep, seg);
     if (OPAL_SUCCESS != rc) {
-        seg->frag = NULL;
-        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, seg);
         return rc;
     }
     frag->offset += len;
@@ -304,22 +301,16 @@ void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status)
 
 /* ===================== target side ===================== */
 
-bool opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             const opal_btl_usnic_put_hdr_t *ph)
+opal_btl_usnic_put_verdict_t opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                                     const opal_btl_usnic_put_hdr_t *ph)
 {
     size_t len = opal_btl_usnic_host16(ph->hdr.payload_len);
     uint64_t addr = opal_btl_usnic_host64(ph->addr);
-    switch (opal_btl_usnic_reg_check(&eng->regs, opal_btl_usnic_host32(ph->region_id), opal_btl_usnic_host64(ph->key),
-                                     ep->peer_id, addr, len)) {
-    case OPAL_BTL_USNIC_PUT_WRITE:
+    opal_btl_usnic_put_verdict_t v = opal_btl_usnic_reg_check(&eng->regs, opal_btl_usnic_host32(ph->region_id),
+                                                              opal_btl_usnic_host64(ph->key), ep->peer_id, addr, len);
+    if (OPAL_BTL_USNIC_PUT_WRITE == v) {
         memcpy((void *) (uintptr_t) addr, (const uint8_t *) ph + sizeof(*ph), len);
         OPAL_BTL_USNIC_STAT_INC(eng, num_put_recvs);
-        return true;
-    case OPAL_BTL_USNIC_PUT_DEAD:
-        OPAL_BTL_USNIC_STAT_INC(eng, num_put_after_dereg);
-        return false;
-    default:
-        OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put);
-        return false;
     }
+    return v;
 }

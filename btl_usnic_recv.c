@@ -184,14 +184,21 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     opal_btl_usnic_ack_schedule(eng, ep, complete || out_of_order);
 }
 
-/* A PUT segment takes its sequence number only if it was written (or its
- * region was deregistered meanwhile): a forged one must not make the
- * genuine segment with that number look like a duplicate. */
+/* A PUT segment takes its sequence number only if it was written: a
+ * forged one must not make the genuine segment with that number look like
+ * a duplicate (see btl_usnic_put.c for the key of a deregistered region). */
 static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                          const opal_btl_usnic_put_hdr_t *ph, opal_btl_usnic_seq_t seq)
 {
-    if (!opal_btl_usnic_recv_put(eng, ep, ph)) {
-        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs); /* the reason is counted by opal_btl_usnic_recv_put */
+    switch (opal_btl_usnic_recv_put(eng, ep, ph)) {
+    case OPAL_BTL_USNIC_PUT_WRITE:
+        break;
+    case OPAL_BTL_USNIC_PUT_DEAD:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_put_after_dereg);
+        return;
+    default:
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PUT);
         return;
     }
     take_ack(eng, ep, &ph->hdr);

@@ -140,7 +140,7 @@ static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     return ep->rx.ack_owed;
 }
 
-int opal_btl_usnic_send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_seq_t seq = ep->tx.next_seq;
@@ -217,7 +217,7 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
     if (frag->total_len > ep->max_tiny_payload) {
         return false;
     }
-    if (OPAL_SUCCESS != opal_btl_usnic_send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
         return false;
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_sends);
@@ -306,6 +306,18 @@ static void large_frag_copy_out(const opal_btl_usnic_send_frag_t *frag, size_t o
     }
 }
 
+int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_send_seg_t *seg)
+{
+    int rc = send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->frag = NULL;
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED; /* never posted: straight back to its list */
+        opal_btl_usnic_seg_release_if_done(eng, seg);
+    }
+    return rc;
+}
+
 /* Post the next chunk of a large |frag|.  Returns OPAL_SUCCESS or the error. */
 static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_frag_t *frag)
@@ -331,10 +343,8 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     ch->frag_offset = opal_btl_usnic_wire32((uint32_t) frag->offset);
     large_frag_copy_out(frag, frag->offset, opal_btl_usnic_seg_payload(seg, sizeof(*ch)), len);
     seg->wire_len = (uint32_t) (sizeof(*ch) + len);
-    int rc = opal_btl_usnic_send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    int rc = opal_btl_usnic_chunk_seg_post(eng, ep, seg);
     if (OPAL_SUCCESS != rc) {
-        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, seg);
         return rc;
     }
     frag->offset += len;
@@ -342,12 +352,18 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     return OPAL_SUCCESS;
 }
 
+/* Every segment of |frag| is posted: it leaves the send queue.  A send
+ * calls back now; a PUT only once the target has ACKed it all. */
 static void frag_dequeue_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_frag_t *frag)
 {
     opal_list_remove_item(&ep->tx.queue, &frag->base.super.super);
     frag->queued = false;
-    opal_btl_usnic_frag_send_done(eng, frag);
+    if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
+        opal_btl_usnic_put_posted_or_failed(eng, frag, OPAL_SUCCESS);
+    } else {
+        opal_btl_usnic_frag_send_done(eng, frag);
+    }
 }
 
 /* Post one segment of |ep|'s first queued fragment. */
@@ -359,7 +375,7 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
         if (!have_credit(eng, channel)) {
             return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
         }
-        int rc = opal_btl_usnic_send_segment(eng, ep, &frag->seg, channel);
+        int rc = send_segment(eng, ep, &frag->seg, channel);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
@@ -367,16 +383,8 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
         frag_dequeue_done(eng, ep, frag);
         return OPAL_SUCCESS;
     }
-    if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
-        int rc = opal_btl_usnic_put_send_next(eng, ep, frag);
-        if (OPAL_SUCCESS == rc && frag->offset == frag->total_len) {
-            opal_list_remove_item(&ep->tx.queue, &frag->base.super.super);
-            frag->queued = false;
-            opal_btl_usnic_put_posted_or_failed(eng, frag, OPAL_SUCCESS);
-        }
-        return rc;
-    }
-    int rc = send_next_chunk(eng, ep, frag);
+    int rc = (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) ? opal_btl_usnic_put_send_next(eng, ep, frag)
+                                                     : send_next_chunk(eng, ep, frag);
     if (OPAL_SUCCESS == rc && frag->offset == frag->total_len) {
         frag_dequeue_done(eng, ep, frag);
     }

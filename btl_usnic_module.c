@@ -128,7 +128,8 @@ static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
                           opal_btl_usnic_send_seg_t *seg, int channel)
 {
     uint64_t n = ++module->inject.count;
-    if (0 != module->inject.forge_put_every && OPAL_BTL_USNIC_PKT_PUT == seg->hdr->type && seg->seq == ep->tx.next_seq &&
+    bool first_put_post = OPAL_BTL_USNIC_PKT_PUT == seg->hdr->type && seg->seq == ep->tx.next_seq;
+    if (0 != module->inject.forge_put_every && first_put_post &&
         0 == ++module->inject.put_count % module->inject.forge_put_every) {
         inject_forged_put(module, ep, seg, channel);
     }
@@ -886,79 +887,127 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     fflush(c->map_file);
 }
 
-/* btl_usnic_connectivity_check: probe every new peer interface of this
- * module at once, before any endpoint exists (verdicts used below) */
-static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs)
+/* What add_procs learns of one peer from the modex */
+typedef struct {
+    opal_btl_usnic_modex_t *remote; /* all the peer's modules; NULL: none, or not needed */
+    size_t n;
+    int idx;                        /* the one |module| pairs with; -1: none or known already */
+} peer_modex_t;
+
+static bool is_known_peer(const opal_btl_usnic_module_t *module, const opal_proc_t *proc)
+{
+    return proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid];
+}
+
+/* The modex of every peer of our job that we need: new ones, and with the
+ * connectivity checker all of them (it learns where the agents are). */
+static void peer_modex_fetch(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs,
+                             peer_modex_t *pm)
 {
     opal_proc_t *self = opal_proc_local_get();
     for (size_t i = 0; i < nprocs; ++i) {
         opal_proc_t *proc = procs[i];
-        size_t n = 0;
-        opal_btl_usnic_modex_t *remote;
-        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid ||
-            NULL == (remote = modex_recv(module, proc, &n))) {
+        pm[i].remote = NULL;
+        pm[i].n = 0;
+        pm[i].idx = -1;
+        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+            continue; /* btl/self; other jobs share no sender-id space with us */
+        }
+        bool known = is_known_peer(module, proc);
+        if (known && !opal_btl_usnic_cclient_enabled()) {
             continue;
         }
-        opal_btl_usnic_cclient_note_agents(remote, n);
-        bool known = proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid];
-        int idx = known ? -1 : match_remote(module, proc, remote, n);
-        if (idx >= 0) {
-            opal_btl_usnic_cclient_add(module, proc, &remote[idx]);
+        pm[i].remote = modex_recv(module, proc, &pm[i].n);
+        if (NULL != pm[i].remote && !known) {
+            pm[i].idx = match_remote(module, proc, pm[i].remote, pm[i].n);
         }
-        free(remote);
+    }
+}
+
+static void peer_modex_free(peer_modex_t *pm, size_t nprocs)
+{
+    for (size_t i = 0; i < nprocs; ++i) {
+        free(pm[i].remote);
+    }
+    free(pm);
+}
+
+/* btl_usnic_connectivity_check: probe every new peer interface of this
+ * module at once, before any endpoint exists (verdicts used below) */
+static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs,
+                                 const peer_modex_t *pm)
+{
+    for (size_t i = 0; i < nprocs; ++i) {
+        if (NULL == pm[i].remote) {
+            continue;
+        }
+        opal_btl_usnic_cclient_note_agents(pm[i].remote, pm[i].n);
+        if (pm[i].idx >= 0) {
+            opal_btl_usnic_cclient_add(module, procs[i], &pm[i].remote[pm[i].idx]);
+        }
     }
     return opal_btl_usnic_cclient_run(module);
+}
+
+/* A new peer: its endpoint on |module|, unless no module of the peer
+ * pairs with it or the pair failed its connectivity check. */
+static int peer_add(opal_btl_usnic_module_t *module, opal_proc_t *proc, const peer_modex_t *pm,
+                    opal_btl_usnic_endpoint_t **ep_p)
+{
+    int idx = pm->idx;
+    if (idx >= 0 && opal_btl_usnic_cclient_enabled() && !opal_btl_usnic_cclient_usable(module, &pm->remote[idx])) {
+        idx = -1; /* policy unreachable */
+    }
+    if (idx < 0) {
+        return OPAL_ERR_UNREACH;
+    }
+    int rc = endpoint_create(module, proc, &pm->remote[idx], ep_p);
+    if (OPAL_SUCCESS == rc) {
+        connectivity_map_note(module, proc, &pm->remote[idx]);
+        opal_btl_usnic_verbose(10, "%s: peer %u reachable", module->if_name, (*ep_p)->peer_id);
+    }
+    return rc;
 }
 
 static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
                            struct mca_btl_base_endpoint_t **endpoints, struct opal_bitmap_t *reachable)
 {
     opal_btl_usnic_module_t *module = usnic_module(btl);
-    opal_proc_t *self = opal_proc_local_get();
-    OPAL_BTL_USNIC_LOCK();
-    if (opal_btl_usnic_cclient_enabled() && OPAL_SUCCESS != connectivity_precheck(module, nprocs, procs)) {
-        OPAL_BTL_USNIC_UNLOCK();
-        return OPAL_ERR_UNREACH; /* policy abort, and the job is going down */
+    peer_modex_t *pm = (peer_modex_t *) calloc(nprocs ? nprocs : 1, sizeof(*pm));
+    if (NULL == pm) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    for (size_t i = 0; i < nprocs; ++i) {
+    OPAL_BTL_USNIC_LOCK();
+    peer_modex_fetch(module, nprocs, procs, pm);
+    int rc = OPAL_SUCCESS;
+    if (opal_btl_usnic_cclient_enabled() && OPAL_SUCCESS != connectivity_precheck(module, nprocs, procs, pm)) {
+        rc = OPAL_ERR_UNREACH; /* policy abort, and the job is going down */
+    }
+    for (size_t i = 0; i < nprocs && OPAL_SUCCESS == rc; ++i) {
         opal_proc_t *proc = procs[i];
-        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
-            continue; /* btl/self; other jobs share no sender-id space with us */
+        if (proc == opal_proc_local_get() || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+            continue;
         }
-        if (proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid]) {
+        if (is_known_peer(module, proc)) {
             endpoints[i] = module->peers[proc->proc_name.vpid];
         } else {
-            size_t n = 0;
-            opal_btl_usnic_modex_t *remote = modex_recv(module, proc, &n);
-            if (NULL == remote) {
-                continue;
-            }
-            int idx = match_remote(module, proc, remote, n);
             opal_btl_usnic_endpoint_t *ep = NULL;
-            if (idx >= 0 && opal_btl_usnic_cclient_enabled() && !opal_btl_usnic_cclient_usable(module, &remote[idx])) {
-                idx = -1; /* failed its connectivity check: policy unreachable */
+            int add_rc = peer_add(module, proc, &pm[i], &ep);
+            if (OPAL_ERR_OUT_OF_RESOURCE == add_rc) {
+                rc = add_rc;
             }
-            int rc = (idx < 0) ? OPAL_ERR_UNREACH : endpoint_create(module, proc, &remote[idx], &ep);
-            if (OPAL_SUCCESS == rc) {
-                connectivity_map_note(module, proc, &remote[idx]);
-            }
-            free(remote);
-            if (OPAL_ERR_OUT_OF_RESOURCE == rc) {
-                OPAL_BTL_USNIC_UNLOCK();
-                return rc;
-            }
-            if (OPAL_SUCCESS != rc) {
+            if (OPAL_SUCCESS != add_rc) {
                 continue;
             }
             endpoints[i] = ep;
-            opal_btl_usnic_verbose(10, "%s: peer %u reachable", module->if_name, ep->peer_id);
         }
         if (NULL != reachable) {
             opal_bitmap_set_bit(reachable, (int) i);
         }
     }
     OPAL_BTL_USNIC_UNLOCK();
-    return OPAL_SUCCESS;
+    peer_modex_free(pm, nprocs);
+    return rc;
 }
 
 static void endpoint_release(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)

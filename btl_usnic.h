@@ -76,7 +76,6 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t netmask;           /* network byte order */
     uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
     uint32_t link_speed_mbps;
-    bool is_loopback;
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -255,6 +254,8 @@ static inline uint32_t opal_btl_usnic_numa_latency(uint32_t base, uint64_t local
 
 /* btl_usnic_if.c: interface facts the udp provider does not give us */
 int opal_btl_usnic_parse_cidr(const char *text, uint32_t *addr_p, uint32_t *mask_p);
+/* 127.0.0.0/8 (|ipv4| in network order) */
+bool opal_btl_usnic_is_loopback(uint32_t ipv4);
 int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len);
 int opal_btl_usnic_if_mtu(const char *ifname);
 int opal_btl_usnic_if_speed_mbps(const char *ifname);

@@ -145,11 +145,6 @@ static uint32_t info_netmask(const struct fi_info *info)
     return htonl(0xffffff00u);
 }
 
-static bool is_loopback(uint32_t ipv4)
-{
-    return (ntohl(ipv4) >> 24) == 127;
-}
-
 /* Does this fi_info describe an interface we want?  Reports why not at
  * verbosity 10.  |ifname| receives the Linux interface name. */
 static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
@@ -174,7 +169,7 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
     if (NULL != c->if_include && '\0' != c->if_include[0]) {
         keep = opal_btl_usnic_if_list_matches(c->if_include, ifname, domain, ip, &bad);
     } else {
-        keep = !is_loopback(ip);
+        keep = !opal_btl_usnic_is_loopback(ip);
         if (keep && NULL != c->if_exclude && '\0' != c->if_exclude[0]) {
             keep = !opal_btl_usnic_if_list_matches(c->if_exclude, ifname, domain, ip, &bad);
         }
@@ -210,7 +205,6 @@ static opal_btl_usnic_module_t *module_new(const struct fi_info *info, const cha
     module->provider = strdup(info->fabric_attr->prov_name);
     module->ipv4 = info_ipv4(info);
     module->netmask = info_netmask(info);
-    module->is_loopback = is_loopback(module->ipv4);
     int speed = opal_btl_usnic_if_speed_mbps(ifname);
     module->link_speed_mbps = (speed > 0) ? (uint32_t) speed : (uint32_t) mca_btl_usnic_component.link_speed_default;
     return module;

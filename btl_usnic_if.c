@@ -180,7 +180,7 @@ static bool same_subnet(const opal_btl_usnic_modex_t *x, const opal_btl_usnic_mo
     return x->netmask == y->netmask && (x->ipv4 & x->netmask) == (y->ipv4 & y->netmask);
 }
 
-static bool is_loopback_addr(uint32_t ipv4)
+bool opal_btl_usnic_is_loopback(uint32_t ipv4)
 {
     return (ntohl(ipv4) >> 24) == 127;
 }
@@ -192,7 +192,7 @@ static void pair_pass(const opal_btl_usnic_modex_t *a, size_t na, const opal_btl
     for (size_t i = 0; i < na; ++i) {
         for (size_t j = 0; j < nb && a_to_b[i] < 0; ++j) {
             bool fits = subnet_only ? same_subnet(&a[i], &b[j])
-                                    : is_loopback_addr(a[i].ipv4) == is_loopback_addr(b[j].ipv4);
+                                    : opal_btl_usnic_is_loopback(a[i].ipv4) == opal_btl_usnic_is_loopback(b[j].ipv4);
             if (!b_taken[j] && fits) {
                 a_to_b[i] = (int) j;
                 b_taken[j] = true;

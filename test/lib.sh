@@ -12,3 +12,19 @@ ensure_package() {
             { apt-get update && apt-get install -y "$1"; }
     } >> "${LOG_DIR:-/tmp}/apt-get.log" 2>&1
 }
+
+# run_mpi TIMEOUT NP LOG CMD...: "$MPIRUN ${MPIRUN_ARGS[@]} ${EXTRA_ARGS[@]}
+# -np NP CMD..." under a timeout, all output to LOG.  Returns mpirun's
+# status, or 124 when it had to be killed (also with the SIGKILL).
+run_mpi() {
+    local limit=$1 np=$2 log=$3
+    shift 3
+    {
+        echo "+ $MPIRUN ${MPIRUN_ARGS[*]} ${EXTRA_ARGS[*]+${EXTRA_ARGS[*]}} -np $np $*"
+        timeout -k 15 "$limit" "$MPIRUN" "${MPIRUN_ARGS[@]}" \
+            ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} -np "$np" "$@"
+    } > "$log" 2>&1 < /dev/null
+    local rc=$?
+    [ "$rc" -eq 137 ] && rc=124
+    return "$rc"
+}

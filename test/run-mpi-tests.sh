@@ -83,20 +83,6 @@ report_fail() {    # name np secs reason [logfile]
     FAILED=$((FAILED + 1))
 }
 
-# Runs "mpirun <standard args> -np NP CMD..." under a timeout, output to
-# LOG. Returns mpirun's status, or 124 when it had to be killed.
-run_mpi() {        # timeout np log cmd...
-    local limit=$1 np=$2 log=$3
-    shift 3
-    {
-        echo "+ $MPIRUN ${MPIRUN_ARGS[*]} ${EXTRA_ARGS[*]+${EXTRA_ARGS[*]}} -np $np $*"
-        timeout -k 15 "$limit" "$MPIRUN" "${MPIRUN_ARGS[@]}" \
-            ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} -np "$np" "$@"
-    } > "$log" 2>&1 < /dev/null
-    local rc=$?
-    [ "$rc" -eq 137 ] && rc=124   # needed the SIGKILL as well
-    return "$rc"
-}
 
 # Common verdict for our own programs: clean exit, a "PASS <program>"
 # line and no FAIL line. Reports failures itself; returns 0 if all is well.
@@ -120,7 +106,7 @@ judge_program() {  # name program np secs rc log limit
 # Packages
 # ---------------------------------------------------------------------
 
-. "$SCRIPT_DIR/lib.sh"  # ensure_package
+. "$SCRIPT_DIR/lib.sh"  # ensure_package, run_mpi
 
 # Debian's netpipe-openmpi ships /usr/bin/NPopenmpi; upstream calls it NPmpi.
 find_netpipe() {

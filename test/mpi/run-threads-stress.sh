@@ -75,18 +75,7 @@ report_fail() {    # name secs reason [logfile]
     FAILED=$((FAILED + 1))
 }
 
-run_mpi() {        # timeout np log cmd...
-    local limit=$1 np=$2 log=$3
-    shift 3
-    {
-        echo "+ $MPIRUN ${MPIRUN_ARGS[*]} ${EXTRA_ARGS[*]+${EXTRA_ARGS[*]}} -np $np $*"
-        timeout -k 15 "$limit" "$MPIRUN" "${MPIRUN_ARGS[@]}" \
-            ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} -np "$np" "$@"
-    } > "$log" 2>&1 < /dev/null
-    local rc=$?
-    [ "$rc" -eq 137 ] && rc=124
-    return "$rc"
-}
+. "$SCRIPT_DIR/../lib.sh"  # run_mpi
 
 judge() {          # name secs rc log limit  -> 0 if the run passed
     local name=$1 secs=$2 rc=$3 log=$4 limit=$5

@@ -60,6 +60,7 @@ typedef struct opal_btl_usnic_channel_t {
     int sd_num;
     int rd_num;
     uint16_t port;
+    int sock_fd;                /* the provider's UDP socket; -1 if none (hardware) */
     opal_btl_usnic_recv_seg_t *rsegs;
     uint8_t *rbufs;
     size_t rbuf_stride;
@@ -75,6 +76,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t ipv4;              /* network byte order */
     uint32_t netmask;           /* network byte order */
     uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
+    bool gather_send;           /* the provider sends two iovecs as one datagram */
     uint32_t link_speed_mbps;
 
     struct fi_info *info;
@@ -91,6 +93,8 @@ typedef struct opal_btl_usnic_module_t {
 
     mca_btl_base_module_error_cb_fn_t pml_error_cb;
     bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
+    bool prio_found_empty;     /* the fast path just found the priority CQ empty:
+                                  the full pass that follows need not read it again */
     opal_btl_usnic_endpoint_t *fast_deferred_ep;
     opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
 
@@ -136,6 +140,7 @@ typedef struct opal_btl_usnic_component_t {
     int peer_timeout;           /* seconds; 0 = never */
     int max_resends_per_iteration;
     int ack_iteration_delay;
+    int ack_delay;
     int priority_limit;         /* bytes of a tiny datagram */
     int window;                 /* 0 = derive from the socket buffer */
     int stats;                  /* seconds between statistics lines, 0 = off */
@@ -260,9 +265,11 @@ int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len);
 int opal_btl_usnic_if_mtu(const char *ifname);
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
 long opal_btl_usnic_kernel_rmem_default(void);
-/* The kernel receive buffer (bytes) of our UDP socket bound to
- * |ipv4|:|port| (network order address, host order port); -1 if none. */
-long opal_btl_usnic_socket_rcvbuf(uint32_t ipv4, uint16_t port);
+/* Our UDP socket bound to |ipv4|:|port| (network order address, host
+ * order port), found among our descriptors; -1 if none (hardware providers). */
+int opal_btl_usnic_socket_fd(uint32_t ipv4, uint16_t port);
+/* The kernel receive buffer (bytes) of socket |fd|; -1 if unknown. */
+long opal_btl_usnic_socket_rcvbuf(int fd);
 
 /**
  * Does interface (|ifname|, |domain|, |ipv4|) pass the filter list

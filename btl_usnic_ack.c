@@ -29,10 +29,14 @@
  * forever.  A receiver owes an ACK after accepting a segment.  The debt is
  * paid by the next data segment to that peer (flagged ACK_NEW), or by an
  * explicit ACK on the priority channel once ack_iteration_delay progress
- * ticks passed.  The ACK is
+ * ticks and ack_delay microseconds passed (time, because the number of
+ * passes per microsecond varies tenfold with what progress finds to do:
+ * a reply sent within ack_delay carries the ACK, which spares both sides a
+ * datagram each way).  The ACK is
  * urgent (next tick) when a duplicate or an old segment arrives (our
- * previous ACK was probably lost), when a chunked fragment completes, and
- * when a quarter of the window, or half of the last grant, has been
+ * previous ACK was probably lost), when the segment asks for it
+ * (ACK_SOON: the last segment of a PUT, whose completion waits for it),
+ * and when half of the window, or half of the last grant, has been
  * received without an ACK (so the sender's window never closes for want
  * of one).
  *
@@ -521,10 +525,11 @@ void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 
 void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent)
 {
-    /* ACK at once when a quarter of the window, or half of what we last
-     * granted, arrived un-ACKed: the sender must never stall for an ACK. */
+    /* ACK at once when half of the window, or half of what we last
+     * granted, arrived un-ACKed: the sender, which may have the other half
+     * in flight, must never stall for an ACK. */
     uint32_t unacked = (uint32_t) (opal_btl_usnic_ack_value(ep) - ep->rx.last_ack_sent);
-    uint32_t threshold = ep->window / 4;
+    uint32_t threshold = ep->window / 2;
     if (0 != ep->rx.last_grant && ep->rx.last_grant / 2 < threshold) {
         threshold = ep->rx.last_grant / 2;
     }
@@ -532,8 +537,12 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
         urgent = true;
     }
     uint64_t due = urgent ? eng->tick : eng->tick + eng->p.ack_iteration_delay;
+    uint64_t due_time = urgent ? eng->now : eng->now + eng->p.ack_delay;
     if (!ep->rx.ack_owed || due < ep->rx.ack_due_tick) {
         ep->rx.ack_due_tick = due;
+    }
+    if (!ep->rx.ack_owed || due_time < ep->rx.ack_due_time) {
+        ep->rx.ack_due_time = due_time;
     }
     ep->rx.ack_owed = true;
     ack_list_add(eng, ep);
@@ -588,7 +597,7 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
         opal_list_item_t *next = opal_list_get_next(item);
         opal_btl_usnic_endpoint_t *ep =
             (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, rx.ack_item));
-        if (ep->rx.ack_due_tick <= eng->tick && !ep->failed) {
+        if (ep->rx.ack_due_tick <= eng->tick && ep->rx.ack_due_time <= eng->now && !ep->failed) {
             if (eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
                 break;
             }

@@ -410,6 +410,9 @@ static int usnic_component_progress(void)
     if (c->fastpath_ok) {
         for (int i = 0; i < c->num_modules; ++i) {
             if (opal_btl_usnic_module_progress_fast(c->modules[i], now)) {
+                for (int j = 0; j < i; ++j) {
+                    c->modules[j]->prio_found_empty = false; /* stale by the next call */
+                }
                 c->fastpath_ok = false;
                 OPAL_BTL_USNIC_UNLOCK();
                 return 1;

@@ -69,7 +69,8 @@ typedef struct mca_btl_base_endpoint_t {
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
         uint32_t last_grant;             /* credit we granted with it */
         uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
-        uint64_t ack_due_tick;           /* send an explicit ACK at this tick */
+        uint64_t ack_due_tick;           /* send an explicit ACK at this tick ... */
+        uint64_t ack_due_time;           /* ... and not before this time (us) */
         bool on_ack_list;
         opal_list_item_t ack_item;       /* on the engine's endpoints_needing_ack */
     } rx;

@@ -65,6 +65,7 @@ typedef struct opal_btl_usnic_engine_params_t {
     size_t mtu;                   /* max datagram (header + payload) on the data channel */
     size_t tiny_mtu;              /* max datagram on the priority channel */
     uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
+    uint64_t ack_delay;           /* us an ACK may wait for a piggy-back (as well as the ticks) */
     uint32_t max_resends_per_iteration;
     uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
     size_t max_send_size;         /* largest fragment the PML may hand us */
@@ -72,6 +73,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t rto_min;             /* us: floor of the computed timeout */
     uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
+    bool gather_send;             /* the wire sends a header and a payload from elsewhere as one
+                                     datagram: PUT segments then reference the source, uncopied */
     uint32_t rx_capacity;         /* datagrams our receive side holds between two progress passes
                                      (kernel socket buffer, or posted buffers on OS-bypass NICs);
                                      0 = unknown: grant every peer its whole window */

@@ -29,6 +29,8 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg)
     seg->frag = NULL;
     seg->buf = NULL;
     seg->hdr = NULL;
+    seg->ext_data = NULL;
+    seg->ext_len = 0;
 }
 
 static void send_seg_destruct(opal_btl_usnic_send_seg_t *seg)
@@ -228,6 +230,8 @@ static opal_btl_usnic_send_seg_t *seg_alloc(opal_free_list_t *list)
         seg->hotel_room = -1;
         seg->ep = NULL;
         seg->frag = NULL;
+        seg->ext_data = NULL;
+        seg->ext_len = 0;
     }
     return seg;
 }

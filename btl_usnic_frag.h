@@ -11,7 +11,10 @@
  * holds the copy of the data that is retransmitted until ACKed.  A large
  * fragment borrows chunk segments from a free list, one per datagram; each
  * chunk segment holds its own copy of its bytes, so once the last chunk is
- * copied out the fragment no longer needs the user's buffer.
+ * copied out the fragment no longer needs the user's buffer.  A PUT's
+ * segments hold only their header when the provider gathers (fi_sendmsg
+ * with two iovecs): the payload is sent from the registered source, which
+ * the PML leaves alone until the PUT completes, after the last ACK.
  *
  * A send segment's state is two independent facts (see style guide §4.5):
  * POSTED (the provider may still read its buffer) and ACKED (the peer has
@@ -21,6 +24,9 @@
 #define OPAL_BTL_USNIC_FRAG_H
 
 #include "opal_config.h"
+
+#include <string.h>
+
 #include "opal/class/opal_free_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/datatype/opal_convertor.h"
@@ -64,6 +70,11 @@ typedef struct opal_btl_usnic_send_seg_t {
     struct opal_btl_usnic_send_frag_t *frag; /* owning small frag, else NULL */
     uint8_t *buf;                         /* provider buffer (prefix first) */
     opal_btl_usnic_hdr_t *hdr;            /* buf + prefix */
+    /* Gather sends: the last |ext_len| bytes of the datagram are not in
+     * |buf| but at |ext_data| (a PUT's source, valid until the segment is
+     * ACKed); 0 when the whole datagram is in |buf|. */
+    const uint8_t *ext_data;
+    uint32_t ext_len;
 } opal_btl_usnic_send_seg_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_send_seg_t);
 
@@ -148,6 +159,23 @@ bool opal_btl_usnic_seg_release_if_done(struct opal_btl_usnic_engine_t *eng,
 static inline uint8_t *opal_btl_usnic_seg_payload(opal_btl_usnic_send_seg_t *seg, size_t hdr_len)
 {
     return (uint8_t *) seg->hdr + hdr_len;
+}
+
+/* Bytes of the datagram (header first) that are in seg->hdr */
+static inline size_t opal_btl_usnic_seg_inline_len(const opal_btl_usnic_send_seg_t *seg)
+{
+    return seg->wire_len - seg->ext_len;
+}
+
+/* Copy the whole datagram of |seg| (header and payload, wherever the
+ * payload is) to |dst|, which has room for seg->wire_len bytes. */
+static inline void opal_btl_usnic_seg_linearize(const opal_btl_usnic_send_seg_t *seg, uint8_t *dst)
+{
+    size_t inline_len = opal_btl_usnic_seg_inline_len(seg);
+    memcpy(dst, seg->hdr, inline_len);
+    if (seg->ext_len > 0) {
+        memcpy(dst + inline_len, seg->ext_data, seg->ext_len);
+    }
 }
 
 /* --- Receive side: reassembly of chunked fragments --- */

@@ -124,39 +124,41 @@ int opal_btl_usnic_if_speed_mbps(const char *ifname)
     return (int) read_sysfs_long(ifname, "speed");
 }
 
-long opal_btl_usnic_socket_rcvbuf(uint32_t ipv4, uint16_t port)
+int opal_btl_usnic_socket_fd(uint32_t ipv4, uint16_t port)
 {
-    /* libfabric's udp provider owns the socket and offers no getopt for
-     * SO_RCVBUF: find our own descriptor bound to (ipv4, port) */
+    /* libfabric's udp provider owns the socket and offers no socket
+     * options: find our own descriptor bound to (ipv4, port) */
     DIR *dir = opendir("/proc/self/fd");
     if (NULL == dir) {
         return -1;
     }
-    long result = -1;
+    int result = -1;
     struct dirent *de;
     while (NULL != (de = readdir(dir)) && result < 0) {
         char *end = NULL;
         long fd = strtol(de->d_name, &end, 10);
-        if (end == de->d_name || '\0' != *end) {
+        if (end == de->d_name || '\0' != *end || fd == dirfd(dir)) {
             continue;
         }
         struct sockaddr_in sin;
         socklen_t len = sizeof(sin);
         int type = 0;
         socklen_t tlen = sizeof(type);
-        if (0 != getsockname((int) fd, (struct sockaddr *) &sin, &len) || AF_INET != sin.sin_family ||
-            ntohs(sin.sin_port) != port || sin.sin_addr.s_addr != ipv4 ||
-            0 != getsockopt((int) fd, SOL_SOCKET, SO_TYPE, &type, &tlen) || SOCK_DGRAM != type) {
-            continue;
-        }
-        int rcvbuf = 0;
-        socklen_t rlen = sizeof(rcvbuf);
-        if (0 == getsockopt((int) fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rlen)) {
-            result = rcvbuf;
+        if (0 == getsockname((int) fd, (struct sockaddr *) &sin, &len) && AF_INET == sin.sin_family &&
+            ntohs(sin.sin_port) == port && sin.sin_addr.s_addr == ipv4 &&
+            0 == getsockopt((int) fd, SOL_SOCKET, SO_TYPE, &type, &tlen) && SOCK_DGRAM == type) {
+            result = (int) fd;
         }
     }
     closedir(dir);
     return result;
+}
+
+long opal_btl_usnic_socket_rcvbuf(int fd)
+{
+    int rcvbuf = 0;
+    socklen_t rlen = sizeof(rcvbuf);
+    return (fd >= 0 && 0 == getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rlen)) ? rcvbuf : -1;
 }
 
 long opal_btl_usnic_kernel_rmem_default(void)

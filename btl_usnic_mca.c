@@ -184,8 +184,15 @@ int opal_btl_usnic_component_register_params(void)
                   "Maximum number of retransmissions posted per progress call (prevents retransmission storms)", 16,
                   1, 65536, OPAL_INFO_LVL_5, &c->max_resends_per_iteration);
     ok &= reg_int("ack_iteration_delay",
-                  "Progress iterations an ACK may wait for data to piggy-back on before it is sent on its own", 4, 0,
+                  "Progress iterations an ACK may wait for data to piggy-back on before it is sent on its own "
+                  "(it also waits btl_usnic_ack_delay microseconds)", 4, 0,
                   1000000, OPAL_INFO_LVL_5, &c->ack_iteration_delay);
+    ok &= reg_int("ack_delay",
+                  "Microseconds an ACK may wait for data to piggy-back on before it is sent on its own (it also "
+                  "waits btl_usnic_ack_iteration_delay progress iterations).  A reply within this time carries the "
+                  "ACK for free; streams are ACKed every half window regardless.  Must stay below half of "
+                  "btl_usnic_rto_min",
+                  50, 0, 1000000, OPAL_INFO_LVL_5, &c->ack_delay);
     ok &= reg_int("priority_limit",
                   "Largest datagram (bytes, header included) sent as a tiny message on the priority channel; it is "
                   "also the receive buffer size of that channel (0: 768)",
@@ -257,6 +264,13 @@ int opal_btl_usnic_component_register_params(void)
                                             &c->inject_forge_put_every)) {
         note_bad_param("inject_faults", c->inject_faults,
                        "dup=N,reorder=M,forge_put=K with N, M, K from 0 to 1000000");
+        ok = false;
+    }
+    if (2 * (long) c->ack_delay >= (long) c->rto_min) {
+        char value[96];
+        snprintf(value, sizeof(value), "ack_delay=%d rto_min=%d", c->ack_delay, c->rto_min);
+        note_bad_param("ack_delay / btl_usnic_rto_min", value,
+                       "ack_delay < rto_min / 2 (a delayed ACK must never look like a loss)");
         ok = false;
     }
     if (c->rto_min > c->rto_max || c->retrans_timeout > c->rto_max) {

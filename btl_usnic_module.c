@@ -68,6 +68,23 @@ static bool is_transient_send_error(ssize_t rc)
 static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                             opal_btl_usnic_send_seg_t *seg, int channel);
 
+/* Hand |seg| to the provider: one buffer, or its header and its payload
+ * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers). */
+static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
+                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
+{
+    size_t inline_len = module->prefix + opal_btl_usnic_seg_inline_len(seg);
+    if (OPAL_LIKELY(0 == seg->ext_len)) {
+        return fi_send(chan->ep, seg->buf, inline_len, NULL, dest, seg->wire_ctx);
+    }
+    struct iovec iov[2] = {
+        {.iov_base = seg->buf, .iov_len = inline_len},
+        {.iov_base = (void *) seg->ext_data, .iov_len = seg->ext_len},
+    };
+    struct fi_msg msg = {.msg_iov = iov, .iov_count = 2, .addr = dest, .context = seg->wire_ctx};
+    return fi_sendmsg(chan->ep, &msg, 0);
+}
+
 /* ----- test-only fault injection (btl_usnic_inject_faults) ----- */
 
 static bool is_inject_ctx(const opal_btl_usnic_module_t *module, const void *ctx)
@@ -80,7 +97,8 @@ static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_end
                              opal_btl_usnic_send_seg_t *seg, int channel)
 {
     size_t len = module->prefix + seg->wire_len;
-    memcpy(module->inject.dup_buf, seg->buf, len);
+    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
+    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
     if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
                      module->inject.dup_ctx)) {
         ++module->inject.dups;
@@ -96,7 +114,8 @@ static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_en
                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
     size_t len = module->prefix + seg->wire_len;
-    memcpy(module->inject.dup_buf, seg->buf, len);
+    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
+    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
     opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) (module->inject.dup_buf + module->prefix);
     ph->key ^= opal_btl_usnic_wire64(0x8000000000000001ull);
     memset(module->inject.dup_buf + module->prefix + sizeof(*ph), 0xee, seg->wire_len - sizeof(*ph));
@@ -112,10 +131,8 @@ static void inject_release_held(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_seg_t *seg = module->inject.held;
     if (NULL != seg) {
         module->inject.held = NULL;
-        while (-FI_EAGAIN == fi_send(module->chan[module->inject.held_channel].ep, seg->buf,
-                                     module->prefix + seg->wire_len, NULL,
-                                     module->inject.held_ep->peer_addr[module->inject.held_channel],
-                                     seg->wire_ctx)) {
+        while (-FI_EAGAIN == seg_send(module, &module->chan[module->inject.held_channel], seg,
+                                      module->inject.held_ep->peer_addr[module->inject.held_channel])) {
             struct fi_cq_msg_entry comp;
             (void) fi_cq_read(module->chan[module->inject.held_channel].cq, &comp, 0);
         }
@@ -165,8 +182,7 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
                             opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[channel];
-    ssize_t rc = fi_send(chan->ep, seg->buf, module->prefix + seg->wire_len, NULL, ep->peer_addr[channel],
-                         seg->wire_ctx);
+    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
     if (OPAL_LIKELY(0 == rc)) {
         seg->channel = (uint8_t) channel;
         return OPAL_SUCCESS;
@@ -340,6 +356,7 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
         return OPAL_ERROR;
     }
     chan->port = ntohs(sin.sin_port);
+    chan->sock_fd = opal_btl_usnic_socket_fd(module->ipv4, chan->port);
     return channel_post_all_recvs(module, c);
 }
 
@@ -462,7 +479,13 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
     opal_btl_usnic_engine_set_time(&module->eng, now);
     opal_btl_usnic_channel_t *chan = &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     struct fi_cq_msg_entry comp;
-    if (module->fast_deferred_valid || 1 != fi_cq_read(chan->cq, &comp, 1)) {
+    if (module->fast_deferred_valid) {
+        return false;
+    }
+    ssize_t n = fi_cq_read(chan->cq, &comp, 1);
+    if (1 != n) {
+        /* each read of an empty CQ costs the udp provider a recvmsg call */
+        module->prio_found_empty = (-FI_EAGAIN == n);
         return false;
     }
     if (comp.flags & FI_RECV) {
@@ -490,7 +513,11 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now
         inject_release_held(module); /* never hold a datagram across passes */
     }
     finish_deferred_fast_recv(module);
-    int count = poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    int count = 0;
+    if (!module->prio_found_empty) {
+        count += poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    }
+    module->prio_found_empty = false;
     count += poll_channel(module, OPAL_BTL_USNIC_DATA_CHANNEL);
     count += opal_btl_usnic_engine_progress(&module->eng);
     /* sends complete synchronously on socket providers: reap them now so
@@ -1126,7 +1153,7 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
 static uint32_t rx_capacity(const opal_btl_usnic_module_t *module)
 {
     const opal_btl_usnic_channel_t *data = &module->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
-    long rcvbuf = opal_btl_usnic_socket_rcvbuf(module->ipv4, data->port);
+    long rcvbuf = opal_btl_usnic_socket_rcvbuf(data->sock_fd);
     bool socket_found = rcvbuf > 0;
     if (!socket_found) {
         rcvbuf = opal_btl_usnic_kernel_rmem_default();
@@ -1182,6 +1209,10 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
     prio->sd_num = (c->prio_sd_num > 0) ? c->prio_sd_num : (prov_tx < 256 ? prov_tx : 256);
     prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
     module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
+    module->gather_send = info->tx_attr->iov_limit >= 2;
+    opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
+                           module->gather_send ? "PUT segments are sent from the source buffer (gather send)"
+                                               : "the provider cannot gather: PUT segments are copied");
 }
 
 static uint32_t random_isn(void)
@@ -1204,6 +1235,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .mtu = module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
         .tiny_mtu = module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu,
         .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
+        .ack_delay = (uint64_t) c->ack_delay,
         .max_resends_per_iteration = (uint32_t) c->max_resends_per_iteration,
         .max_send_size = module->super.btl_max_send_size > module->super.btl_eager_limit
                              ? module->super.btl_max_send_size
@@ -1213,6 +1245,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
         .rx_capacity = module->rx_capacity,
+        .gather_send = module->gather_send,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;

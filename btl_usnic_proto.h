@@ -71,6 +71,8 @@ enum {
 
 /* Header flags */
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK 0x01     /* ack_seq is meaningful (always on data segments) */
+#define OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON 0x04 /* the sender completes an operation on this segment's
+                                                 ACK (a PUT's last segment): ACK it without delay */
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW 0x02 /* the ACK reports arrivals since the last one we sent:
                                                 only such ACKs can count as duplicate ACKs */
 

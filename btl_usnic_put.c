@@ -262,8 +262,18 @@ int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     ph->key = opal_btl_usnic_wire64(frag->put.key);
     ph->addr = opal_btl_usnic_wire64(frag->put.remote_addr + frag->offset);
     const uint8_t *src = (const uint8_t *) frag->segments[0].seg_addr.pval + frag->offset;
-    memcpy(opal_btl_usnic_seg_payload(seg, sizeof(*ph)), src, len);
+    if (eng->p.gather_send) {
+        /* the source stays registered and untouched until every segment
+         * is ACKed (the PML's completion waits for that) */
+        seg->ext_data = src;
+        seg->ext_len = (uint32_t) len;
+    } else {
+        memcpy(opal_btl_usnic_seg_payload(seg, sizeof(*ph)), src, len);
+    }
     seg->wire_len = (uint32_t) (sizeof(*ph) + len);
+    if (frag->offset + len == frag->total_len) {
+        ph->hdr.flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON; /* the PUT completes on its ACK */
+    }
     seg->frag = frag;
     int rc = opal_btl_usnic_chunk_seg_post(eng, ep, seg);
     if (OPAL_SUCCESS != rc) {

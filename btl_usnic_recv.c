@@ -181,7 +181,7 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         eng->wire->deliver(eng, ep, done.tag, done.buf, done.size);
         opal_btl_usnic_rx_frag_reset(&done);
     }
-    opal_btl_usnic_ack_schedule(eng, ep, complete || out_of_order);
+    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
 }
 
 /* A PUT segment takes its sequence number only if it was written: a
@@ -204,7 +204,7 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
     take_ack(eng, ep, &ph->hdr);
     bool out_of_order = seq != ep->rx.next_expected;
     seq_accept(eng, ep, seq);
-    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
+    opal_btl_usnic_ack_schedule(eng, ep, out_of_order || (ph->hdr.flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON));
 }
 
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,

@@ -135,7 +135,8 @@ static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
  * Returns whether an ACK was owed. */
 static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
 {
-    hdr->flags = ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0;
+    hdr->flags = (uint8_t) ((hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON) |
+                            (ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0));
     opal_btl_usnic_ack_stamp(eng, ep, hdr);
     return ep->rx.ack_owed;
 }

@@ -6,12 +6,13 @@
  * one line per measured cell,
  *
  *   PERF label=L metric=lat|bw|rate size=BYTES window=W value=V unit=U
- *        batches=B iters=I bmin=... bmax=...
+ *        batches=B iters=I bworst=... bbest=... steady_resends=R
  *
  * and one summary line
  *
  *   PERF_RUN label=L cpu0=.. cpu1=.. num_resends=.. num_total_sends=..
- *        num_timeout_retrans=.. num_fast_retrans=.. status=ok|FAILED
+ *        num_timeout_retrans=.. num_fast_retrans=.. steady_resends=..
+ *        steady_timeout_retrans=.. status=ok|FAILED
  *
  * Metrics:
  *   lat   half round trip of a blocking ping-pong, microseconds
@@ -32,7 +33,9 @@
  * Counters: the usnic BTL's MPI_T pvars btl_usnic_num_resends (and
  * friends) are read on both ranks right after MPI_Init and at the end;
  * the differences are summed over the ranks ("-" when the BTL is not
- * loaded).  cpu0/cpu1: CPU time / wall time of each rank over the
+ * loaded).  steady_*: the same counters summed over the timed batches only
+ * (steady state: no warm-up, no payload checks, during which one rank
+ * computes outside MPI while the other waits for its ACKs).  cpu0/cpu1: CPU time / wall time of each rank over the
  * measurements (a polling rank that owns its core shows ~1.00; less means
  * something else ran on its core).
  *
@@ -355,8 +358,31 @@ static double cell_value(const cell_t *c, long iters, double sec)
     }
 }
 
+/* Retransmissions of this rank inside the timed batches only (steady
+ * state), apart from warm-up and the payload checks, where one rank
+ * computes outside MPI while the other already waits for ACKs. */
+static pvars_t *steady_pv;
+static long long steady_resends[NPVARS];
+
+static void steady_begin(long long mark[NPVARS])
+{
+    pvars_read(steady_pv, mark);
+}
+
+static void steady_end(const long long mark[NPVARS])
+{
+    long long now[NPVARS];
+    size_t i;
+
+    pvars_read(steady_pv, now);
+    for (i = 0; i < NPVARS; i++)
+        if (mark[i] >= 0 && now[i] >= 0)
+            steady_resends[i] += now[i] - mark[i];
+}
+
 static int run_cell(const cell_t *c, const bufs_t *b)
 {
+    long long mark[NPVARS], cell_resends = steady_resends[0];
     double vals[NBATCH], t0, warm, budget;
     long iters = 1;
     int i, nb, ok = 1, all = 0, lower_better = c->metric == M_LAT;
@@ -390,6 +416,7 @@ static int run_cell(const cell_t *c, const bufs_t *b)
         int more = 1;
 
         MPI_Barrier(MPI_COMM_WORLD);
+        steady_begin(mark);
         t0 = MPI_Wtime();
         while (more) {
             for (k = 0; k < iters; k++)
@@ -399,26 +426,31 @@ static int run_cell(const cell_t *c, const bufs_t *b)
             MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
         }
         vals[0] = cell_value(c, done, MPI_Wtime() - t0);
+        steady_end(mark);
         iters = done;
     }
     for (i = 0; i < nb && opt.seconds <= 0; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
+        steady_begin(mark);
         t0 = MPI_Wtime();
         for (k = 0; k < iters; k++)
             run_op(c, b);
         vals[i] = cell_value(c, iters, MPI_Wtime() - t0);
+        steady_end(mark);
     }
     ok &= checked_op(c, b, 1);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    cell_resends = steady_resends[0] - cell_resends;
+    MPI_Allreduce(MPI_IN_PLACE, &cell_resends, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 
     if (my_rank == 0) {
         qsort(vals, (size_t)nb, sizeof(double), cmp_double);
         printf("PERF label=%s metric=%s size=%zu window=%d value=%.4g unit=%s "
-               "batches=%d iters=%ld bworst=%.4g bbest=%.4g%s\n",
+               "batches=%d iters=%ld bworst=%.4g bbest=%.4g steady_resends=%lld%s\n",
                opt.label, metric_name[c->metric], c->size, c->window,
                vals[nb / 2], metric_unit[c->metric], nb, iters,
                lower_better ? vals[nb - 1] : vals[0],
-               lower_better ? vals[0] : vals[nb - 1],
+               lower_better ? vals[0] : vals[nb - 1], cell_resends,
                all ? "" : " DATA_MISMATCH");
         fflush(stdout);
     }
@@ -488,7 +520,7 @@ int main(int argc, char **argv)
     static pvars_t pv;
     cell_t cells[NELEMS(default_cells)];
     long long before[NPVARS], after[NPVARS], d[NPVARS], sum[NPVARS],
-        mn[NPVARS];
+        mn[NPVARS], steady_sum[NPVARS];
     double cpu0, wall0, share, shares[2];
     size_t ncells = 0, i, bytes = 0;
     int nranks, ok = 1, maxwin = 1, good, all_good;
@@ -505,6 +537,7 @@ int main(int argc, char **argv)
         return 2;
     }
     pvars_open(&pv);
+    steady_pv = &pv;
 
     for (i = 0; i < NELEMS(default_cells); i++) {
         cell_t c = default_cells[i];
@@ -555,6 +588,8 @@ int main(int argc, char **argv)
         d[i] = before[i] < 0 || after[i] < 0 ? -1 : after[i] - before[i];
     MPI_Allreduce(d, sum, (int)NPVARS, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(d, mn, (int)NPVARS, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(steady_resends, steady_sum, (int)NPVARS, MPI_LONG_LONG,
+                  MPI_SUM, MPI_COMM_WORLD);
     MPI_Gather(&share, 1, MPI_DOUBLE, shares, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (my_rank == 0) {
         printf("PERF_RUN label=%s cpu0=%.2f cpu1=%.2f", opt.label, shares[0],
@@ -565,6 +600,13 @@ int main(int argc, char **argv)
             else
                 printf(" %s=%lld", pvar_names[i] + strlen("btl_usnic_"), sum[i]);
         }
+        /* the same, counted inside the timed batches only */
+        printf(" steady_resends=%s", mn[0] < 0 ? "-" : "");
+        if (mn[0] >= 0)
+            printf("%lld", steady_sum[0]);
+        printf(" steady_timeout_retrans=%s", mn[2] < 0 ? "-" : "");
+        if (mn[2] >= 0)
+            printf("%lld", steady_sum[2]);
         printf(" status=%s\n", ok ? "ok" : "FAILED");
         fflush(stdout);
     }

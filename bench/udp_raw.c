@@ -9,11 +9,15 @@
  * loop.  A stream socket pair between the two processes carries control
  * messages only.
  *
- *   udp_raw pingpong --size N [--seconds S]
+ *   udp_raw pingpong --size N [--burst K] [--seconds S]
  *       The parent sends N bytes, the child echoes them back.  After a
  *       warm-up (0.1 s) the timed part is split into 5 batches of equal
  *       iteration counts; the result is the median batch's half round trip
- *       in microseconds (worst and best batch printed too).
+ *       in microseconds (worst and best batch printed too).  With --burst
+ *       K (default 1) a "message" is K datagrams of N bytes: the child
+ *       answers once it has all K, with K of its own, like a ping-pong of
+ *       a message the udp provider must cut into K datagrams (16 KiB: at
+ *       least 12 of at most 1472 bytes).
  *
  *   udp_raw stream --size N [--seconds S]
  *       The parent sends N-byte datagrams as fast as the kernel accepts
@@ -156,16 +160,21 @@ static ssize_t recv_spin(int fd, void *buf, size_t len)
 /* Child side                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Echo every datagram until told to stop; the control socket is checked
- * whenever the data socket is empty. */
-static void child_echo(int fd, int ctl, unsigned char *buf)
+/* Echo every |burst| datagrams, once all have arrived, until told to
+ * stop; the control socket is checked whenever the data socket is empty. */
+static void child_echo(int fd, int ctl, unsigned char *buf, unsigned burst)
 {
     ctl_t m;
+    unsigned got = 0, k;
 
     for (;;) {
         ssize_t n = recv(fd, buf, MAX_DGRAM, MSG_DONTWAIT);
         if (n >= 0) {
-            send_spin(fd, buf, (size_t)n);
+            if (++got == burst) {
+                got = 0;
+                for (k = 0; k < burst; k++)
+                    send_spin(fd, buf, (size_t)n);
+            }
             continue;
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNREFUSED)
@@ -236,21 +245,25 @@ static int cmp_double(const void *a, const void *b)
 }
 
 static void pingpong_iters(int fd, unsigned char *sbuf, unsigned char *rbuf,
-                           size_t size, long iters)
+                           size_t size, unsigned burst, long iters)
 {
     long i;
+    unsigned k;
 
     for (i = 0; i < iters; i++) {
         memcpy(sbuf, &i, size < sizeof(i) ? size : sizeof(i));
-        send_spin(fd, sbuf, size);
-        if (recv_spin(fd, rbuf, MAX_DGRAM) != (ssize_t)size) {
-            fprintf(stderr, "udp_raw: echo of the wrong length\n");
-            exit(1);
+        for (k = 0; k < burst; k++)
+            send_spin(fd, sbuf, size);
+        for (k = 0; k < burst; k++) {
+            if (recv_spin(fd, rbuf, MAX_DGRAM) != (ssize_t)size) {
+                fprintf(stderr, "udp_raw: echo of the wrong length\n");
+                exit(1);
+            }
         }
     }
 }
 
-static void parent_pingpong(int fd, size_t size, double seconds,
+static void parent_pingpong(int fd, size_t size, unsigned burst, double seconds,
                             unsigned char *sbuf, unsigned char *rbuf)
 {
     double t0, per, res[NBATCH];
@@ -260,7 +273,7 @@ static void parent_pingpong(int fd, size_t size, double seconds,
     memset(sbuf, 0x5a, size);
     t0 = now();
     while (now() - t0 < 0.1) { /* warm-up: 0.1 s */
-        pingpong_iters(fd, sbuf, rbuf, size, 100);
+        pingpong_iters(fd, sbuf, rbuf, size, burst, 100);
         warm += 100;
     }
     per = (now() - t0) / (double)warm;
@@ -268,13 +281,13 @@ static void parent_pingpong(int fd, size_t size, double seconds,
     iters = iters < 100 ? 100 : iters;
     for (b = 0; b < NBATCH; b++) {
         t0 = now();
-        pingpong_iters(fd, sbuf, rbuf, size, iters);
+        pingpong_iters(fd, sbuf, rbuf, size, burst, iters);
         res[b] = (now() - t0) * 1e6 / (2.0 * (double)iters);
     }
     qsort(res, NBATCH, sizeof(double), cmp_double);
-    printf("RAW kind=pingpong size=%zu usec=%.3f worst=%.3f best=%.3f "
+    printf("RAW kind=pingpong size=%zu burst=%u usec=%.3f worst=%.3f best=%.3f "
            "iters=%ld batches=%d\n",
-           size, res[NBATCH / 2], res[NBATCH - 1], res[0], iters, NBATCH);
+           size, burst, res[NBATCH / 2], res[NBATCH - 1], res[0], iters, NBATCH);
 }
 
 static void parent_stream(int fd, int ctl, size_t size, double seconds,
@@ -328,7 +341,7 @@ static void parent_stream(int fd, int ctl, size_t size, double seconds,
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: udp_raw pingpong|stream --size N [--seconds S] "
+    fprintf(stderr, "usage: udp_raw pingpong|stream --size N [--burst K] [--seconds S] "
                     "[--cpus A,B]\n");
     exit(2);
 }
@@ -338,6 +351,7 @@ int main(int argc, char **argv)
     struct sockaddr_in a, b;
     int fa, fb, sv[2], cpu_a = 0, cpu_b = 1, i, status, stream;
     size_t size = 8;
+    unsigned burst = 1;
     double seconds = 1.0;
     unsigned char *sbuf, *rbuf;
     pid_t pid;
@@ -357,6 +371,11 @@ int main(int argc, char **argv)
             size = strtoul(argv[i + 1], &end, 10);
             if (*end || size > MAX_DGRAM)
                 usage();
+        } else if (strcmp(argv[i], "--burst") == 0) {
+            unsigned long v = strtoul(argv[i + 1], &end, 10);
+            if (*end || v < 1 || v > 64)
+                usage();
+            burst = (unsigned)v;
         } else if (strcmp(argv[i], "--seconds") == 0) {
             seconds = strtod(argv[i + 1], &end);
             if (*end || !(seconds > 0 && seconds < 3600))
@@ -397,7 +416,7 @@ int main(int argc, char **argv)
         if (stream)
             child_sink(fb, sv[1], rbuf);
         else
-            child_echo(fb, sv[1], rbuf);
+            child_echo(fb, sv[1], rbuf, burst);
         _exit(0);
     }
     close(fb);
@@ -408,7 +427,7 @@ int main(int argc, char **argv)
     if (stream) {
         parent_stream(fa, sv[0], size, seconds, sbuf);
     } else {
-        parent_pingpong(fa, size, seconds, sbuf, rbuf);
+        parent_pingpong(fa, size, burst, seconds, sbuf, rbuf);
         memset(&m, 0, sizeof(m));
         m.op = CTL_STOP;
         ctl_send(sv[0], &m);

@@ -37,7 +37,7 @@ run() {
 # --- 1. ompi_info lists every parameter, each with help text ---
 info=$(ompi_info --param btl usnic --level 9 2>&1)
 expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_num prio_rd_num
-          retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay priority_limit window stats
+          retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay ack_delay priority_limit window stats
           verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth
           numa_latency_penalty connectivity_check connectivity_timeout connectivity_retries connectivity_policy)
 missing=()
@@ -100,6 +100,7 @@ check_bad_value() {
 }
 check_bad_value "retrans_timeout=1" "btl_usnic_retrans_timeout" OMPI_MCA_btl_usnic_retrans_timeout=1
 check_bad_value "rto_min above rto_max" "rto_min" OMPI_MCA_btl_usnic_rto_min=50000 OMPI_MCA_btl_usnic_rto_max=1000
+check_bad_value "ack_delay not below rto_min / 2" "ack_delay" OMPI_MCA_btl_usnic_ack_delay=300
 check_bad_value "window=99999" "btl_usnic_window" OMPI_MCA_btl_usnic_window=99999
 check_bad_value "max_resends_per_iteration=0" "btl_usnic_max_resends_per_iteration" \
     OMPI_MCA_btl_usnic_max_resends_per_iteration=0

@@ -45,7 +45,7 @@ static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     p->channel = channel;
     p->len = seg->wire_len;
     p->bytes = (uint8_t *) xrealloc(NULL, seg->wire_len ? seg->wire_len : 1);
-    memcpy(p->bytes, seg->hdr, seg->wire_len);
+    opal_btl_usnic_seg_linearize(seg, p->bytes); /* header, and a gathered payload */
     p->completed = false;
     return OPAL_SUCCESS;
 }

@@ -863,13 +863,80 @@ static void test_ack_urgent_on_duplicates(void)
     fx_fini(&fx);
 }
 
-static void test_ack_urgent_after_quarter_window(void)
+/* An ACK that is not urgent waits ack_delay microseconds as well as the
+ * ticks: a fast progress loop must not turn every arrival into an
+ * explicit ACK before the reply could carry it. */
+static void test_ack_waits_for_time_too(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    p.ack_iteration_delay = 1;
+    p.ack_delay = 100;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    fx_set_time(&fx, 1000);
+    rx_frag(&fx, PEER_ISN);
+    for (int i = 0; i < 50; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    fx_set_time(&fx, 1099);
+    rx_frag(&fx, PEER_ISN + 1); /* does not postpone the ACK already owed */
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    fx_set_time(&fx, 1100);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    CHECK_EQ_U(value, PEER_ISN + 1);
+    /* a reply within the delay carries the ACK: no explicit one follows */
+    rx_frag(&fx, PEER_ISN + 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    CHECK(!ep->rx.ack_owed);
+    fx_set_time(&fx, 5000);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    CHECK_EQ_U(fx.eng.stats.num_piggy_acks, 1);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* ... and the ticks as well as the time: */
+static void test_ack_ticks_and_time_both_count(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    p.ack_iteration_delay = 5;
+    p.ack_delay = 10;
+    fx_t fx;
+    fx_init(&fx, &p);
+    (void) fx_ep_new(&fx, PEER, 64, ISN, PEER_ISN);
+    size_t cur = 0;
+    uint32_t value = 0;
+    fx_set_time(&fx, 1000);
+    rx_frag(&fx, PEER_ISN);
+    fx_set_time(&fx, 2000); /* long past the time */
+    for (int i = 0; i < 4; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 0);
+    opal_btl_usnic_engine_progress(&fx.eng); /* fifth tick */
+    CHECK_EQ(explicit_acks(&fx, &cur, &value), 1);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_ack_urgent_after_half_window(void)
 {
     opal_btl_usnic_engine_params_t p = sched_params();
     p.ack_iteration_delay = 100;
     fx_t fx;
     fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN); /* quarter = 4 */
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN); /* half = 4 */
     size_t cur = 0;
     uint32_t value = 0;
     for (uint32_t i = 0; i < 3; ++i) {
@@ -940,5 +1007,6 @@ UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_acr
           UNIT_TEST(test_resend_credit_and_backpressure), UNIT_TEST(test_ack_piggybacked_in_peer_data),
           UNIT_TEST(test_ack_explicit_after_delay), UNIT_TEST(test_ack_piggyback_clears_debt),
           UNIT_TEST(test_ack_piggyback_not_paid_on_backpressure), UNIT_TEST(test_ack_waits_for_priority_credit),
-          UNIT_TEST(test_ack_urgent_on_duplicates), UNIT_TEST(test_ack_urgent_after_quarter_window),
+          UNIT_TEST(test_ack_urgent_on_duplicates), UNIT_TEST(test_ack_urgent_after_half_window),
+          UNIT_TEST(test_ack_waits_for_time_too), UNIT_TEST(test_ack_ticks_and_time_both_count),
           UNIT_TEST(test_ack_forget_on_teardown))

@@ -270,7 +270,11 @@ static int sim_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
         ++s->eagains;
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
-    const uint8_t *bytes = (const uint8_t *) seg->hdr;
+    uint8_t *bytes = (uint8_t *) malloc(seg->wire_len ? seg->wire_len : 1);
+    if (NULL == bytes) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_seg_linearize(seg, bytes);
     if (link_is_data(bytes)) {
         ++s->data_posts;
     }
@@ -279,6 +283,7 @@ static int sim_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
         ++s->oversize;
     }
     link_send(s->out, s->sim->now, bytes, seg->wire_len);
+    free(bytes);
     if (s->ncomp == s->comp_cap) {
         s->comp_cap = s->comp_cap ? 2 * s->comp_cap : 64;
         s->comp = (completion_t *) realloc(s->comp, s->comp_cap * sizeof(*s->comp));

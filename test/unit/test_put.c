@@ -143,6 +143,7 @@ static void pair_init(pair_t *p)
     fx_params_default(&pb);
     pa.my_id = 0;
     pb.my_id = 1;
+    pa.gather_send = true; /* PUT segments reference the source, as over the udp provider */
     fx_init(&p->a, &pa);
     fx_init(&p->b, &pb);
     p->ab = fx_ep_new(&p->a, 1, 64, ISN_A, ISN_B);
@@ -235,6 +236,39 @@ static void test_put_remote_completion(void)
 
 /* Under loss the reliability engine retransmits PUT segments; the bytes
  * still arrive exactly as sent */
+/* The last segment of a PUT asks for its ACK at once (ACK_SOON): the
+ * origin's completion waits for it, while the target would otherwise
+ * delay the ACK in the hope of a reply to carry it. */
+static void test_put_last_segment_acked_at_once(void)
+{
+    pair_t p;
+    pair_init(&p);
+    p.b.eng.p.ack_iteration_delay = 1000;
+    p.b.eng.p.ack_delay = 1000000;
+    size_t len = 3 * FX_MAX_CHUNK_PAYLOAD; /* a few segments, far from half a window */
+    uint8_t *src = (uint8_t *) malloc(len);
+    fx_fill(src, len, 11);
+    REQUIRE_EQ(pair_put(&p, src, 0, len), OPAL_SUCCESS);
+    for (int i = 0; i < 20 && 0 == p.cb_calls; ++i) {
+        pair_step(&p);
+    }
+    CHECK_EQ(p.cb_calls, 1);
+    CHECK_MEM(p.target, src, len);
+    unsigned soon = 0, puts = 0;
+    for (size_t i = 0; i < p.a.nposts; ++i) {
+        const opal_btl_usnic_hdr_t *h = fx_post_hdr(&p.a.posts[i]);
+        if (OPAL_BTL_USNIC_PKT_PUT == h->type) {
+            ++puts;
+            soon += (h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON) ? 1 : 0;
+        }
+    }
+    CHECK_GT(puts, 1);
+    CHECK_EQ(soon, 1);
+    CHECK_EQ_U(p.b.eng.stats.num_ack_sends, 1);
+    free(src);
+    pair_fini(&p);
+}
+
 static void test_put_under_loss(void)
 {
     pair_t p;
@@ -394,5 +428,6 @@ static void test_put_fails_with_peer(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_reg_check_rules), UNIT_TEST(test_reg_slot_reuse), UNIT_TEST(test_reg_keys_unpredictable),
-          UNIT_TEST(test_put_remote_completion), UNIT_TEST(test_put_under_loss), UNIT_TEST(test_put_forged_rejected),
+          UNIT_TEST(test_put_remote_completion), UNIT_TEST(test_put_last_segment_acked_at_once),
+          UNIT_TEST(test_put_under_loss), UNIT_TEST(test_put_forged_rejected),
           UNIT_TEST(test_put_dereg_in_flight), UNIT_TEST(test_put_fails_with_peer))

@@ -77,6 +77,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t netmask;           /* network byte order */
     uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
     bool gather_send;           /* the provider sends two iovecs as one datagram */
+    size_t inject_size;         /* datagrams up to this size go by fi_inject (no completion) */
     uint32_t link_speed_mbps;
 
     struct fi_info *info;

@@ -78,6 +78,28 @@
  * per batch of holes instead of one per hole or a timeout each.  A
  * receiver ACKs at once when a segment arrives out of order.
  *
+ * Premature timeouts.  A polling peer that is descheduled (a busy host, a
+ * VM whose vCPU is preempted: on the 2-core test VM, stalls above 0.5 ms
+ * come several times a second) for longer than the RTO answers late, and
+ * the timeout retransmits data it already has.  The RTO's floor therefore
+ * adapts between rto_min and rto_max, per endpoint:
+ *  - it starts at retrans_timeout (rto_floor_start): nothing is known yet,
+ *    and on a path that loses nothing a long floor costs nothing;
+ *  - a path that loses datagrams needs short timeouts for its tail losses.
+ *    The receiver knows a real loss when a retransmitted copy (FLAG_RETX)
+ *    gives it a segment it lacked, and says so (FLAG_REPAIRED): the floor
+ *    falls to rto_min at once.  (Duplicate ACKs and selective-ACK holes are
+ *    no proof: tiny fragments on the priority channel overtake data, and a
+ *    stalled peer makes every segment look overdue.)
+ *  - a premature timeout doubles it (at most rto_max), unless a loss was
+ *    reported within LOSS_MEMORY_USEC.  The receiver tells one: the copy,
+ *    flagged RETX_TIMEOUT, arrives for a segment it holds but had not ACKed
+ *    (or had ACKed too recently for that ACK to have arrived) when the copy
+ *    left; when its ACK was lost instead, it had ACKed the segment an RTO
+ *    before.  It says so with FLAG_LATE_DUP on its next ACK.
+ *  - a raised floor halves back toward rto_floor_start after
+ *    FLOOR_DECAY_USEC without another premature timeout.
+ *
  * Duplicate ACKs.  An ACK equal to acked_seq while segments are in flight
  * means the receiver saw something beyond a hole: the second such
  * duplicate for a given ACK value (the first may be reordering between the
@@ -215,6 +237,20 @@ static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     recovery_enter(ep);
 }
 
+void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    ep->timer.last_loss = eng->now;
+    if (ep->timer.rto_floor > eng->p.rto_min) {
+        ep->timer.rto_floor = eng->p.rto_min;
+        ep->timer.floor_changed = eng->now;
+        if (0 != ep->timer.srtt) {
+            uint64_t rto = ep->timer.srtt + 4 * ep->timer.rttvar;
+            rto = rto < eng->p.rto_min ? eng->p.rto_min : rto;
+            ep->timer.rto = rto < eng->p.rto_max ? rto : eng->p.rto_max;
+        }
+    }
+}
+
 /* Duplicate ACKs of one value before a fast retransmit.  One is not
  * enough: tiny fragments on the priority channel legitimately overtake
  * data segments, and the receiver then reports the "hole" once. */
@@ -297,12 +333,48 @@ static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
 /* Karn's rule: only a segment sent once gives an unambiguous sample, and
  * only outside recovery: an ACK that jumps over a repaired hole covers
  * segments that waited for the repair, not for the path. */
+static void floor_decay(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
 static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                        const opal_btl_usnic_send_seg_t *seg)
 {
     if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
+        floor_decay(eng, ep);
         ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
-                                                  eng->p.rto_min, eng->p.rto_max);
+                                                  ep->timer.rto_floor, eng->p.rto_max);
+    }
+}
+
+/* A floor raised by premature timeouts halves back toward rto_floor_start
+ * once the peer has answered in time for FLOOR_DECAY_USEC. */
+static void floor_decay(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    uint64_t start = opal_btl_usnic_rto_floor_start(&eng->p);
+    if (ep->timer.rto_floor > start && eng->now - ep->timer.floor_changed >= OPAL_BTL_USNIC_FLOOR_DECAY_USEC) {
+        ep->timer.rto_floor /= 2;
+        if (ep->timer.rto_floor < start) {
+            ep->timer.rto_floor = start;
+        }
+        ep->timer.floor_changed = eng->now;
+    }
+}
+
+void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    /* only a timeout of ours can have been premature, and it counts once */
+    if (0 == ep->timer.last_timeout || eng->now - ep->timer.last_timeout > eng->p.rto_max) {
+        return;
+    }
+    ep->timer.last_timeout = 0;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_spurious_timeouts);
+    if (0 != ep->timer.last_loss && eng->now - ep->timer.last_loss < OPAL_BTL_USNIC_LOSS_MEMORY_USEC) {
+        return; /* a lossy path needs its short timeouts more than we save */
+    }
+    uint64_t floor = 2 * ep->timer.rto_floor;
+    ep->timer.rto_floor = floor < eng->p.rto_max ? floor : eng->p.rto_max;
+    ep->timer.floor_changed = eng->now;
+    if (ep->timer.rto < ep->timer.rto_floor) {
+        ep->timer.rto = ep->timer.rto_floor;
     }
 }
 
@@ -400,9 +472,11 @@ void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         return; /* ACKed meanwhile, or already queued */
     }
     retransmit_now(eng, seg->ep, seg);
+    seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT; /* its copy says so (FLAG_RETX_TIMEOUT) */
     if (seg->ep->timer.backoff < 20) {
         ++seg->ep->timer.backoff;
     }
+    seg->ep->timer.last_timeout = eng->now;
     OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
 }
 
@@ -518,6 +592,14 @@ void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
     hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant > UINT16_MAX ? UINT16_MAX : grant));
     hdr->sack = opal_btl_usnic_wire16(sack_bits(ep));
+    if (ep->rx.late_dup) {
+        hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP;
+        ep->rx.late_dup = false;
+    }
+    if (ep->rx.repaired) {
+        hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_REPAIRED;
+        ep->rx.repaired = false;
+    }
     ep->rx.last_grant = grant;
 }
 
@@ -548,6 +630,17 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     ack_list_add(eng, ep);
 }
 
+/* An ACK with |value| left: remember when a new value first did, for
+ * telling a premature retransmission from a lost ACK (recv.c). */
+static void ack_left(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t value)
+{
+    if (value != ep->rx.last_ack_sent) {
+        ep->rx.prev_ack_sent = ep->rx.last_ack_sent;
+        ep->rx.last_ack_sent = value;
+        ep->rx.last_ack_time = eng->now;
+    }
+}
+
 void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_hdr_t *hdr)
 {
@@ -555,7 +648,7 @@ void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     if (!ep->rx.ack_owed) {
         return;
     }
-    ep->rx.last_ack_sent = opal_btl_usnic_host32(hdr->ack_seq);
+    ack_left(eng, ep, opal_btl_usnic_host32(hdr->ack_seq));
     opal_btl_usnic_ack_forget(eng, ep);
     OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
 }
@@ -584,7 +677,7 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
         return rc;
     }
     --eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
-    ep->rx.last_ack_sent = value;
+    ack_left(eng, ep, value);
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_sends);
     return OPAL_SUCCESS;
 }

@@ -31,8 +31,12 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.rcvd = NULL;
     ep->rx.frags = NULL;
     ep->rx.ack_owed = false;
+    ep->rx.late_dup = false;
+    ep->rx.repaired = false;
     ep->rx.on_ack_list = false;
     ep->rx.last_ack_sent = 0;
+    ep->rx.prev_ack_sent = 0;
+    ep->rx.last_ack_time = 0;
     ep->rx.last_grant = 0;
     ep->rx.active_epoch = 0;
     ep->tx.peer_credit = 0;
@@ -90,6 +94,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     ep->eng = eng;
     ep->window = window;
     ep->timer.rto = eng->p.rto_initial;
+    ep->timer.rto_floor = opal_btl_usnic_rto_floor_start(&eng->p);
     ep->tx.sent = (opal_btl_usnic_send_seg_t **) calloc(window, sizeof(*ep->tx.sent));
     ep->rx.rcvd = (uint8_t *) calloc(window, sizeof(*ep->rx.rcvd));
     ep->rx.frags = (opal_btl_usnic_rx_frag_t *) calloc(window, sizeof(*ep->rx.frags));
@@ -105,6 +110,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     ep->tx.peer_credit = window; /* until the receiver's first grant */
     ep->rx.next_expected = peer_isn;
     ep->rx.last_ack_sent = peer_isn - 1;
+    ep->rx.prev_ack_sent = peer_isn - 1;
     return OPAL_SUCCESS;
 }
 

@@ -57,6 +57,10 @@ typedef struct mca_btl_base_endpoint_t {
         uint64_t last_heard;             /* last time any ACK (even a duplicate) came; 0 = never */
         bool in_recovery;
         opal_btl_usnic_seq_t recover;
+        uint64_t rto_floor;              /* us: rto_min, raised after premature timeouts */
+        uint64_t floor_changed;          /* when rto_floor last changed */
+        uint64_t last_timeout;           /* time of the last timeout retransmission; 0 = none pending judgement */
+        uint64_t last_loss;              /* last time the peer reported a hole; 0 = never */
     } timer;
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is
@@ -66,7 +70,11 @@ typedef struct mca_btl_base_endpoint_t {
         uint8_t *rcvd;
         opal_btl_usnic_rx_frag_t *frags; /* reassembly slots, [window] */
         bool ack_owed;
+        bool late_dup;                   /* a copy of a received, un-ACKed segment came again */
+        bool repaired;                   /* a retransmitted copy filled a hole */
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
+        opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
+        uint64_t last_ack_time;          /* when last_ack_sent first left */
         uint32_t last_grant;             /* credit we granted with it */
         uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
         uint64_t ack_due_tick;           /* send an explicit ACK at this tick ... */

@@ -39,8 +39,11 @@ struct opal_btl_usnic_engine_t;
 typedef struct opal_btl_usnic_wire_ops_t {
     /**
      * Post |seg| (|seg->wire_len| bytes at |seg->hdr|) to |ep| on |channel|.
-     * Returns OPAL_SUCCESS (the wire will later report the completion via
-     * opal_btl_usnic_seg_send_complete()), OPAL_ERR_TEMP_OUT_OF_RESOURCE
+     * Returns OPAL_SUCCESS (the wire reports the completion via
+     * opal_btl_usnic_seg_send_complete(): later, or already before it
+     * returns when the provider took the bytes at once, as fi_inject does;
+     * the engine must not touch an ACKed segment after posting it),
+     * OPAL_ERR_TEMP_OUT_OF_RESOURCE
      * (back-pressure: nothing was sent, try again later), or another error
      * (the peer is unreachable).
      */
@@ -71,6 +74,7 @@ typedef struct opal_btl_usnic_engine_params_t {
     size_t max_send_size;         /* largest fragment the PML may hand us */
     uint64_t rto_initial;         /* us: retransmit timeout before the first RTT sample */
     uint64_t rto_min;             /* us: floor of the computed timeout */
+    uint64_t rto_floor_start;     /* us: the floor until the path proves lossy (0: rto_min) */
     uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
     bool gather_send;             /* the wire sends a header and a payload from elsewhere as one
@@ -317,6 +321,27 @@ void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
  * lost retransmission only stalls the window (one segment per timeout is
  * resent, so this adds no load worth backing off from). */
 #define OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF 2u
+
+/* A raised RTO floor halves back toward rto_min after this long without
+ * another premature timeout (see "Premature timeouts" in btl_usnic_ack.c) */
+#define OPAL_BTL_USNIC_FLOOR_DECAY_USEC 10000000u
+/* ... and is not raised within this long after a reported hole */
+#define OPAL_BTL_USNIC_LOSS_MEMORY_USEC 2000000u
+
+/* The RTO floor of a new endpoint: rto_floor_start within [rto_min, rto_max] */
+static inline uint64_t opal_btl_usnic_rto_floor_start(const opal_btl_usnic_engine_params_t *p)
+{
+    uint64_t f = p->rto_floor_start > p->rto_min ? p->rto_floor_start : p->rto_min;
+    return f < p->rto_max ? f : p->rto_max;
+}
+
+/* The ACK from |ep| says our last timeout was premature (FLAG_LATE_DUP):
+ * raise its RTO floor. */
+void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
+/* The ACK from |ep| says a retransmission of ours filled a hole
+ * (FLAG_REPAIRED): the path loses datagrams, keep the RTO floor low. */
+void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 
 /* Exponential back-off: |rto| doubled |retries| times, at most |rto_max|. */
 static inline uint64_t opal_btl_usnic_rto_backoff(uint64_t rto, unsigned retries, uint64_t rto_max)

@@ -50,6 +50,7 @@ enum {
 #define OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER  0x04 /* retransmit timer armed */
 #define OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND 0x08 /* on the engine's resend list */
 #define OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW 0x10 /* holds a sequence number awaiting ACK */
+#define OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT 0x20 /* queued for resend by its retransmit timer */
 
 /* Room for the provider's per-operation context (struct fi_context2) */
 #define OPAL_BTL_USNIC_WIRE_CTX_WORDS 8

@@ -165,12 +165,16 @@ int opal_btl_usnic_component_register_params(void)
                   OPAL_INFO_LVL_5, &c->prio_rd_num);
     ok &= reg_int("retrans_timeout",
                   "Microseconds a segment waits for its ACK before it is retransmitted, until round-trip times have "
-                  "been measured; afterwards the timeout adapts to the path (RFC 6298) within "
-                  "[btl_usnic_rto_min, btl_usnic_rto_max] and doubles per timeout until the ACK advances again",
+                  "been measured; afterwards the timeout adapts to the path (RFC 6298) above a floor that starts "
+                  "here (see btl_usnic_rto_min), at most btl_usnic_rto_max, and doubles per timeout until the ACK "
+                  "advances again",
                   5000, 10, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
     ok &= reg_int("rto_min",
-                  "Floor (microseconds) of the adaptive retransmit timeout; protects against retransmitting while "
-                  "a busy peer is merely descheduled",
+                  "Lowest floor (microseconds) of the adaptive retransmit timeout.  Per peer the floor starts at "
+                  "btl_usnic_retrans_timeout, falls to this value once the peer reports a loss that a "
+                  "retransmission repaired (short timeouts recover lost tails), and doubles, up to "
+                  "btl_usnic_rto_max, when the peer reports a timeout as premature (it had the data but was "
+                  "descheduled) and has reported no loss for 2 s",
                   500, 10, 60000000, OPAL_INFO_LVL_5, &c->rto_min);
     ok &= reg_int("rto_max",
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",

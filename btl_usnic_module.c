@@ -69,12 +69,22 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
                             opal_btl_usnic_send_seg_t *seg, int channel);
 
 /* Hand |seg| to the provider: one buffer, or its header and its payload
- * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers). */
+ * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers).
+ * A datagram up to the provider's inject size goes by fi_inject: the
+ * provider is done with the buffer on return and writes no completion, so
+ * we complete it ourselves (*|completed|), saving a completion queue entry
+ * written and read per datagram. */
 static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
-                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
+                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest, bool *completed)
 {
     size_t inline_len = module->prefix + opal_btl_usnic_seg_inline_len(seg);
+    *completed = false;
     if (OPAL_LIKELY(0 == seg->ext_len)) {
+        if (inline_len <= module->inject_size) {
+            ssize_t rc = fi_inject(chan->ep, seg->buf, inline_len, dest);
+            *completed = (0 == rc);
+            return rc;
+        }
         return fi_send(chan->ep, seg->buf, inline_len, NULL, dest, seg->wire_ctx);
     }
     struct iovec iov[2] = {
@@ -131,12 +141,16 @@ static void inject_release_held(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_seg_t *seg = module->inject.held;
     if (NULL != seg) {
         module->inject.held = NULL;
+        bool completed = false;
         while (-FI_EAGAIN == seg_send(module, &module->chan[module->inject.held_channel], seg,
-                                      module->inject.held_ep->peer_addr[module->inject.held_channel])) {
+                                      module->inject.held_ep->peer_addr[module->inject.held_channel], &completed)) {
             struct fi_cq_msg_entry comp;
             (void) fi_cq_read(module->chan[module->inject.held_channel].cq, &comp, 0);
         }
         ++module->inject.reorders;
+        if (completed) {
+            opal_btl_usnic_seg_send_complete(&module->eng, seg);
+        }
     }
 }
 
@@ -182,9 +196,15 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
                             opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[channel];
-    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
+    bool completed = false;
+    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel], &completed);
     if (OPAL_LIKELY(0 == rc)) {
         seg->channel = (uint8_t) channel;
+        if (completed) {
+            /* the engine takes the credit back after this returns; an
+             * explicit ACK's segment goes back to its free list here */
+            opal_btl_usnic_seg_send_complete(&module->eng, seg);
+        }
         return OPAL_SUCCESS;
     }
     if (is_transient_send_error(rc)) {
@@ -1210,6 +1230,9 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
     prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
     module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
     module->gather_send = info->tx_attr->iov_limit >= 2;
+    module->inject_size = info->tx_attr->inject_size;
+    opal_btl_usnic_verbose(5, "%s: datagrams up to %zu bytes are sent by fi_inject", module->domain_name,
+                           module->inject_size);
     opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
                            module->gather_send ? "PUT segments are sent from the source buffer (gather send)"
                                                : "the provider cannot gather: PUT segments are copied");
@@ -1242,6 +1265,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
                              : module->super.btl_eager_limit,
         .rto_initial = (uint64_t) c->retrans_timeout,
         .rto_min = (uint64_t) c->rto_min,
+        .rto_floor_start = (uint64_t) c->retrans_timeout,
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
         .rx_capacity = module->rx_capacity,

@@ -73,6 +73,14 @@ enum {
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK 0x01     /* ack_seq is meaningful (always on data segments) */
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON 0x04 /* the sender completes an operation on this segment's
                                                  ACK (a PUT's last segment): ACK it without delay */
+#define OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP 0x08 /* with FLAG_ACK: since its last ACK the receiver got a
+                                                 second copy of a segment it had but had not ACKed yet:
+                                                 our retransmit timer fired before its ACK could come */
+#define OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT 0x10 /* this copy is a timeout retransmission (of the
+                                                     sender's oldest un-ACKed segment) */
+#define OPAL_BTL_USNIC_HDR_FLAG_RETX 0x20     /* this copy is a retransmission (any cause) */
+#define OPAL_BTL_USNIC_HDR_FLAG_REPAIRED 0x40 /* with FLAG_ACK: since its last ACK a retransmitted copy
+                                                 gave the receiver a segment it lacked (a real loss) */
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW 0x02 /* the ACK reports arrivals since the last one we sent:
                                                 only such ACKs can count as duplicate ACKs */
 

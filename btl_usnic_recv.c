@@ -75,6 +75,12 @@ static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
         opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
                                        opal_btl_usnic_host16(hdr->credit), opal_btl_usnic_host16(hdr->sack),
                                        0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW));
+        if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP) {
+            opal_btl_usnic_premature_timeout(eng, ep);
+        }
+        if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED) {
+            opal_btl_usnic_loss_reported(eng, ep);
+        }
     }
 }
 
@@ -92,6 +98,29 @@ static bool old_copy_plausible(opal_btl_usnic_engine_t *eng, const opal_btl_usni
                                                                  opal_btl_usnic_host64(ph->key), ep->peer_id,
                                                                  opal_btl_usnic_host64(ph->addr),
                                                                  opal_btl_usnic_host16(hdr->payload_len));
+}
+
+/* A timeout retransmission of a segment we hold but had not ACKed when
+ * the sender sent it: not yet ACKed at all, or first ACKed less than half
+ * of rto_min ago (our ACK cannot have reached the sender before it
+ * retransmitted).  A timeout resends the sender's oldest un-ACKed segment,
+ * so no hole of ours precedes it: its timer fired while we were slow, not
+ * because something was lost (a lost ACK's retransmission comes a whole
+ * RTO after that ACK).  Our next ACK says so (FLAG_LATE_DUP, see
+ * "Premature timeouts" in btl_usnic_ack.c). */
+static void note_premature_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                const opal_btl_usnic_hdr_t *hdr, opal_btl_usnic_seq_class_t cls,
+                                opal_btl_usnic_seq_t seq)
+{
+    if (OPAL_BTL_USNIC_SEQ_OLD != cls || !(hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT)) {
+        return;
+    }
+    bool never_acked = opal_btl_usnic_seq_gt(seq, ep->rx.last_ack_sent);
+    bool just_acked = opal_btl_usnic_seq_gt(seq, ep->rx.prev_ack_sent) &&
+                      eng->now - ep->rx.last_ack_time < eng->p.rto_min / 2;
+    if (never_acked || just_acked) {
+        ep->rx.late_dup = true;
+    }
 }
 
 /* Drop a segment we already have or cannot take; returns true if dropped. */
@@ -228,9 +257,13 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
     opal_btl_usnic_seq_class_t cls = opal_btl_usnic_seq_classify(ep, seq);
     if ((OPAL_BTL_USNIC_SEQ_DUP == cls || OPAL_BTL_USNIC_SEQ_OLD == cls) && old_copy_plausible(eng, ep, hdr)) {
         take_ack(eng, ep, hdr);
+        note_premature_copy(eng, ep, hdr, cls, seq);
     }
     if (drop_unwanted(eng, ep, cls)) {
         return;
+    }
+    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX) {
+        ep->rx.repaired = true; /* a copy we lacked: the original was lost */
     }
     if (OPAL_BTL_USNIC_PKT_FRAG == hdr->type) {
         take_ack(eng, ep, hdr);

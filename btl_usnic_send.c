@@ -150,6 +150,7 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     seg->hdr->seq = opal_btl_usnic_wire32(seq);
     bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
+    seg->channel = (uint8_t) channel; /* a completion inside post credits this channel */
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
         seg->flags = 0;
@@ -417,7 +418,12 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
 {
     opal_btl_usnic_endpoint_t *ep = seg->ep;
     bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
+    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
+    if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT) {
+        seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
+    }
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
     if (OPAL_SUCCESS != rc) {
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
@@ -426,6 +432,7 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
     if (ack_was_owed) {
         opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
     }
+    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT;
     if (seg->retries < UINT8_MAX) {
         ++seg->retries;
     }

@@ -19,6 +19,7 @@
     X(num_timeout_retrans,  "Retransmissions caused by a retransmit timer") \
     X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
     X(num_sack_retrans,     "Retransmissions of holes revealed by the receiver's selective ACK bits") \
+    X(num_spurious_timeouts,"Timeout retransmissions the receiver reported as premature (it had the data but had not ACKed yet)") \
     X(num_ack_sends,        "Explicit ACK segments posted") \
     X(num_piggy_acks,       "ACKs piggy-backed on data segments") \
     X(num_send_eagain,      "Posts refused by the provider for lack of room (retried later)") \

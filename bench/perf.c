@@ -11,7 +11,8 @@
  * and one summary line
  *
  *   PERF_RUN label=L cpu0=.. cpu1=.. num_resends=.. num_total_sends=..
- *        num_timeout_retrans=.. num_fast_retrans=.. steady_resends=..
+ *        num_timeout_retrans=.. num_fast_retrans=.. num_spurious_timeouts=..
+ *        steady_resends=..
  *        steady_timeout_retrans=.. status=ok|FAILED
  *
  * Metrics:
@@ -109,6 +110,7 @@ static const char *const pvar_names[] = {
     "btl_usnic_num_total_sends",
     "btl_usnic_num_timeout_retrans",
     "btl_usnic_num_fast_retrans",
+    "btl_usnic_num_spurious_timeouts",
 };
 #define NPVARS NELEMS(pvar_names)
 

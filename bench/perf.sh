@@ -265,6 +265,7 @@ run_mpi() {
         csv "$rep" usnic resends 0 "$(field num_resends "$line")"
         csv "$rep" usnic timeout_retrans 0 "$(field num_timeout_retrans "$line")"
         csv "$rep" usnic fast_retrans 0 "$(field num_fast_retrans "$line")"
+        csv "$rep" usnic spurious_timeouts 0 "$(field num_spurious_timeouts "$line")"
         csv "$rep" usnic total_sends 0 "$sends"
         csv "$rep" usnic steady_resends 0 "$(field steady_resends "$line")"
         RUN_EXTRA+=", retransmissions $(field num_resends "$line") of $sends sends"
@@ -501,8 +502,9 @@ if has usnic; then
     sends=$(awk -F, '$2 == "usnic" && $3 == "total_sends" { printf "%s%s", sep, $5; sep = " " }' "$RUNS_CSV")
     tmo=$(awk -F, '$2 == "usnic" && $3 == "timeout_retrans" { s += $5 } END { print s + 0 }' "$RUNS_CSV")
     fast=$(awk -F, '$2 == "usnic" && $3 == "fast_retrans" { s += $5 } END { print s + 0 }' "$RUNS_CSV")
+    spurious=$(awk -F, '$2 == "usnic" && $3 == "spurious_timeouts" { s += $5 } END { print s + 0 }' "$RUNS_CSV")
     echo "usnic retransmissions per run (MPI_T btl_usnic_num_resends, both ranks; * = disturbed run): ${resends:--}"
-    echo "  of segments sent per run: ${sends:--}; all runs together: $tmo after a timeout, $fast fast"
+    echo "  of segments sent per run: ${sends:--}; all runs together: $tmo after a timeout ($spurious reported premature by the peer), $fast fast"
     echo "  in steady state (timed batches only, without warm-up and payload checks): ${steady:--}"
 fi
 

@@ -46,7 +46,10 @@ static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     p->len = seg->wire_len;
     p->bytes = (uint8_t *) xrealloc(NULL, seg->wire_len ? seg->wire_len : 1);
     opal_btl_usnic_seg_linearize(seg, p->bytes); /* header, and a gathered payload */
-    p->completed = false;
+    p->completed = fx->complete_on_post;
+    if (fx->complete_on_post) {
+        opal_btl_usnic_seg_send_complete(eng, seg); /* may recycle an ACK's segment at once */
+    }
     return OPAL_SUCCESS;
 }
 

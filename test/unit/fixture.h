@@ -92,6 +92,9 @@ struct fx_t {
     /* Refuse the next |fail_count| posts with |fail_rc| */
     int fail_rc;
     unsigned fail_count;
+    /* Complete every accepted post inside the post call, as the module
+     * does after fi_inject (no completion will come from the provider) */
+    bool complete_on_post;
 
     opal_btl_usnic_send_seg_t **armed; /* segments checked into the timer store (notifications) */
     size_t narmed, armed_cap;

@@ -1068,7 +1068,150 @@ static void test_send_paths_use_owner_clock(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone),
+/* ----- the adaptive RTO floor (btl_usnic_ack.c, "Premature timeouts") ----- */
+
+/* An explicit ACK from PEER with |flags| added (LATE_DUP, REPAIRED) */
+static void rx_ack_flags(fx_t *fx, uint32_t ack_seq, uint8_t flags)
+{
+    uint8_t buf[64];
+    size_t len = fx_build_ack(buf, FX_COOKIE, PEER, ack_seq);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= flags;
+    fx_recv(fx, buf, len);
+}
+
+/* One tiny segment to PEER that times out and is resent */
+static opal_btl_usnic_send_seg_t *send_and_time_out(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_send_seg_t *seg = NULL;
+    FX_SEND_TINY(fx, ep, 1, &seg);
+    fx_complete_all(fx);
+    CHECK(fx_run_to_timeout(fx));
+    fx_progress(fx);
+    fx_complete_all(fx);
+    return seg;
+}
+
+static void test_floor_starts_high_and_falls_on_loss(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.rto_floor_start = 8 * FX_RTO_MIN;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    CHECK_EQ_U(ep->timer.rto_floor, 8 * FX_RTO_MIN);
+    /* a fast path: samples far below the floor leave the RTO at the floor */
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, fx.now + 10);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(ep->timer.rto, 8 * FX_RTO_MIN);
+    /* the peer reports a hole filled by a retransmission: a lossy path */
+    rx_ack_flags(&fx, ISN, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN);
+    CHECK_LT(ep->timer.rto, 8 * FX_RTO_MIN);
+    CHECK(ep->timer.rto >= FX_RTO_MIN);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_premature_timeout_raises_floor(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN); /* rto_floor_start 0: rto_min */
+    fx_set_time(&fx, 1000);
+    /* a LATE_DUP report without a timeout of ours changes nothing */
+    rx_ack_flags(&fx, ISN - 1, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    CHECK_EQ_U(fx.eng.stats.num_spurious_timeouts, 0);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN);
+    send_and_time_out(&fx, ep);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(fx_last_post(&fx));
+    CHECK_EQ(h->flags & (OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT),
+             OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT);
+    rx_ack_flags(&fx, ISN, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    CHECK_EQ_U(fx.eng.stats.num_spurious_timeouts, 1);
+    CHECK_EQ_U(ep->timer.rto_floor, 2 * FX_RTO_MIN);
+    CHECK(ep->timer.rto >= 2 * FX_RTO_MIN);
+    /* the same timeout counts once */
+    rx_ack_flags(&fx, ISN, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    CHECK_EQ_U(ep->timer.rto_floor, 2 * FX_RTO_MIN);
+    /* a loss report drops it; premature timeouts soon after do not raise it */
+    rx_ack_flags(&fx, ISN, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN);
+    send_and_time_out(&fx, ep);
+    rx_ack_flags(&fx, ISN + 1, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    CHECK_EQ_U(fx.eng.stats.num_spurious_timeouts, 2);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN);
+    /* ... but once the path has been clean for LOSS_MEMORY_USEC they do,
+     * up to rto_max */
+    fx_set_time(&fx, fx.now + OPAL_BTL_USNIC_LOSS_MEMORY_USEC);
+    for (int i = 0; i < 12; ++i) {
+        send_and_time_out(&fx, ep);
+        rx_ack_flags(&fx, ISN + 2 + (uint32_t) i, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    }
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MAX);
+    /* without premature timeouts for FLOOR_DECAY_USEC it halves back */
+    fx_set_time(&fx, fx.now + OPAL_BTL_USNIC_FLOOR_DECAY_USEC);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 14);
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MAX / 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Receiver side: which copies earn LATE_DUP and REPAIRED on the next ACK */
+static void test_receiver_reports_premature_and_repaired(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    (void) fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    uint8_t buf[64];
+    size_t len;
+    fx_set_time(&fx, 1000);
+    /* PEER_ISN arrives; its timeout copy comes before we ACKed it */
+    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN, 3, "a", 1);
+    fx_recv(&fx, buf, len);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
+    fx_recv(&fx, buf, len);
+    fx_progress(&fx); /* urgent: an old copy */
+    REQUIRE_EQ(fx.nposts, 1);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP, OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED, 0);
+    /* a timeout copy an RTO after our ACK: that ACK was lost, no report */
+    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    fx_recv(&fx, buf, len);
+    fx_progress(&fx);
+    REQUIRE_EQ(fx.nposts, 2);
+    CHECK_EQ(fx_post_hdr(&fx.posts[1])->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP, 0);
+    /* a copy that is not a timeout's (a fast or selective repair): no report */
+    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 1, 3, "b", 1);
+    fx_recv(&fx, buf, len);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
+    fx_recv(&fx, buf, len);
+    fx_progress(&fx);
+    REQUIRE_EQ(fx.nposts, 3);
+    CHECK_EQ(fx_post_hdr(&fx.posts[2])->flags & (OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP | OPAL_BTL_USNIC_HDR_FLAG_REPAIRED), 0);
+    /* a retransmitted copy of a segment we lacked: a real loss */
+    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 2, 3, "c", 1);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
+    fx_recv(&fx, buf, len);
+    fx_set_time(&fx, fx.now + 10 * FX_RTO_MIN);
+    for (int i = 0; i < 10 && fx.nposts < 4; ++i) {
+        fx_progress(&fx);
+    }
+    REQUIRE_EQ(fx.nposts, 4);
+    CHECK_EQ(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED);
+    CHECK_EQ(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP, 0);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),
+          UNIT_TEST(test_receiver_reports_premature_and_repaired), UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone),
           UNIT_TEST(test_rtt_update_first_sample), UNIT_TEST(test_rtt_update_convergence),
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),

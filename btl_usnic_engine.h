@@ -117,6 +117,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_free_list_t chunk_segs;
     opal_free_list_t ack_segs;
     bool lists_ready;
+    bool defer_callbacks;         /* inside the PML's send call: PML callbacks wait for progress */
 
     opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_put.c) */
 
@@ -198,6 +199,17 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
 
 /* Put |ep| on the ready-to-send list if it has work, window and credits. */
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+
+/**
+ * Post the queued segments of ready endpoints now, from inside the PML's
+ * send call (btl_send of a chunked fragment: its first datagrams are on
+ * the latency path, and the next progress pass would first poll both
+ * channels).  Nothing happens while retransmissions wait: progress sends
+ * those ahead of new data.  A fragment that gets fully posted calls back
+ * from the next progress pass, never from inside the PML's call.  Returns
+ * the number of segments posted.
+ */
+int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng);
 
 /**
  * One pass of the send progression: expired retransmit timers (if the

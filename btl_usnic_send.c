@@ -363,6 +363,8 @@ static void frag_dequeue_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     frag->queued = false;
     if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
         opal_btl_usnic_put_posted_or_failed(eng, frag, OPAL_SUCCESS);
+    } else if (eng->defer_callbacks && frag->callback_pending) {
+        opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
     } else {
         opal_btl_usnic_frag_send_done(eng, frag);
     }
@@ -472,6 +474,18 @@ static int progress_resends(opal_btl_usnic_engine_t *eng)
     return posted;
 }
 
+int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
+{
+    if (!opal_list_is_empty(&eng->resend_segs) || eng->now >= eng->next_deadline ||
+        !opal_list_is_empty(&eng->endpoints_in_flight)) {
+        return 0; /* a path with data in flight: progress orders repairs and new data */
+    }
+    eng->defer_callbacks = true;
+    int posted = progress_endpoint_sends(eng);
+    eng->defer_callbacks = false;
+    return posted;
+}
+
 int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
 {
     ++eng->tick;
@@ -529,6 +543,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
     eng->lists_ready = false;
+    eng->defer_callbacks = false;
     return opal_btl_usnic_frag_lists_init(eng);
 }
 

@@ -357,6 +357,38 @@ static void test_send_large_chunking(void)
     fx_fini(&fx);
 }
 
+/* btl_send of a chunked fragment posts its chunks from inside the call
+ * (opal_btl_usnic_engine_send_now), but calls the PML back only from the
+ * next progress pass */
+static void test_send_now_defers_callback(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    size_t size = 10000;
+    opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, size, OWN | ALWAYS, 77, &cb);
+    REQUIRE(NULL != frag);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x41), 0);
+    CHECK_EQ(fx.nposts, 0);
+    unsigned n = (unsigned) ((size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD);
+    CHECK_EQ(opal_btl_usnic_engine_send_now(&fx.eng), (int) n);
+    CHECK_EQ(fx.nposts, n);
+    CHECK_EQ(cb.calls, 0); /* never from inside the PML's send call */
+    CHECK(!fx.eng.defer_callbacks);
+    uint8_t want[10000];
+    fx_fill(want, size, 77);
+    uint32_t id = opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[0].bytes)->frag_id);
+    CHECK(check_chunks(&fx, 0, fx.nposts, id, want, size, 0x41));
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1);
+    CHECK_EQ(fx.nposts, n); /* nothing sent twice */
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 /* A prepare_src descriptor: PML header in hdr_space + user data in place */
 static void test_send_large_two_segments(void)
 {
@@ -750,4 +782,4 @@ UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies
           UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
           UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
           UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),
-          UNIT_TEST(test_send_interop_different_mtus))
+          UNIT_TEST(test_send_interop_different_mtus), UNIT_TEST(test_send_now_defers_callback))

@@ -41,6 +41,7 @@
 #                 0: medians over every run
 #   RAW_SECONDS   timed seconds per udp_raw ping-pong size, default 0.5
 #   STREAM_SECONDS  timed seconds of the udp_raw stream, default 1
+#   STALL_SECONDS  seconds of the host stall probe (bench/stalls.c), default 5
 #   FI_ITERS      fi_pingpong iterations per size, default 20000
 #   RUN_TIMEOUT   seconds before one run is killed, default 300
 #   BIND          mpirun binding (default: probe "--bind-to core
@@ -79,6 +80,7 @@ FOREIGN_PCT=${FOREIGN_PCT:-10}
 DROP_DISTURBED=${DROP_DISTURBED:-1}
 RAW_SECONDS=${RAW_SECONDS:-0.5}
 STREAM_SECONDS=${STREAM_SECONDS:-1}
+STALL_SECONDS=${STALL_SECONDS:-5}
 FI_ITERS=${FI_ITERS:-20000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 TRANSPORTS=${TRANSPORTS:-"usnic tcp rxd vader udp fipp"}
@@ -126,6 +128,8 @@ mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" ||
     die "compiling bench/perf.c failed"
 cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/udp_raw" "$BENCH_DIR/udp_raw.c" ||
     die "compiling bench/udp_raw.c failed"
+cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/stalls" "$BENCH_DIR/stalls.c" ||
+    die "compiling bench/stalls.c failed"
 HAVE_FIPP=1
 command -v fi_pingpong >/dev/null || HAVE_FIPP=0
 
@@ -384,6 +388,13 @@ run_one() {
 ORDER=($TRANSPORTS)
 echo "perf: $REPS repetitions of {$TRANSPORTS}, interleaved; $NCPU CPUs; mpirun $BIND; budget x$BUDGET"
 echo "      load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# How long this host takes a polling process off its CPU: a peer stalled
+# longer than the retransmit timeout makes a lossless path retransmit.
+STALLS=$("$BUILD_DIR/stalls" --seconds "$STALL_SECONDS" --cpus "$CPU_A,$CPU_B" 2>&1 |
+    awk '$1 == "STALLS" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+                          printf "%scpu%s: %s gaps > 0.1 ms, %s > 0.5 ms, %s > 2 ms, longest %s us",
+                                 sep, f["cpu"], f["over100us"], f["over500us"], f["over2ms"], f["max_us"]; sep = "; " }')
+echo "      host stalls of a pinned busy loop over ${STALL_SECONDS}s (bench/stalls.c): ${STALLS:-not measured}"
 for rep in $(seq 1 "$REPS"); do
     n=${#ORDER[@]}
     for ((i = 0; i < n; i++)); do

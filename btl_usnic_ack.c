@@ -197,6 +197,16 @@ void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     lower_next_deadline(eng, seg->deadline);
 }
 
+/* RFC 6298: RTO = srtt + 4 rttvar, within [|lo|, |hi|] */
+static uint64_t rto_of(uint64_t srtt, uint64_t rttvar, uint64_t lo, uint64_t hi)
+{
+    uint64_t rto = srtt + 4 * rttvar;
+    if (rto < lo) {
+        rto = lo;
+    }
+    return rto > hi ? hi : rto;
+}
+
 uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sample, uint64_t rto_min,
                                    uint64_t rto_max)
 {
@@ -211,11 +221,7 @@ uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sa
             *srtt = 1;
         }
     }
-    uint64_t rto = *srtt + 4 * *rttvar;
-    if (rto < rto_min) {
-        rto = rto_min;
-    }
-    return rto > rto_max ? rto_max : rto;
+    return rto_of(*srtt, *rttvar, rto_min, rto_max);
 }
 
 /* A retransmission starts (or continues) loss recovery up to what has
@@ -244,9 +250,7 @@ void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
         ep->timer.rto_floor = eng->p.rto_min;
         ep->timer.floor_changed = eng->now;
         if (0 != ep->timer.srtt) {
-            uint64_t rto = ep->timer.srtt + 4 * ep->timer.rttvar;
-            rto = rto < eng->p.rto_min ? eng->p.rto_min : rto;
-            ep->timer.rto = rto < eng->p.rto_max ? rto : eng->p.rto_max;
+            ep->timer.rto = rto_of(ep->timer.srtt, ep->timer.rttvar, eng->p.rto_min, eng->p.rto_max);
         }
     }
 }
@@ -330,21 +334,6 @@ static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
 }
 
-/* Karn's rule: only a segment sent once gives an unambiguous sample, and
- * only outside recovery: an ACK that jumps over a repaired hole covers
- * segments that waited for the repair, not for the path. */
-static void floor_decay(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
-
-static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                       const opal_btl_usnic_send_seg_t *seg)
-{
-    if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
-        floor_decay(eng, ep);
-        ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
-                                                  ep->timer.rto_floor, eng->p.rto_max);
-    }
-}
-
 /* A floor raised by premature timeouts halves back toward rto_floor_start
  * once the peer has answered in time for FLOOR_DECAY_USEC. */
 static void floor_decay(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -356,6 +345,19 @@ static void floor_decay(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
             ep->timer.rto_floor = start;
         }
         ep->timer.floor_changed = eng->now;
+    }
+}
+
+/* Karn's rule: only a segment sent once gives an unambiguous sample, and
+ * only outside recovery: an ACK that jumps over a repaired hole covers
+ * segments that waited for the repair, not for the path. */
+static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       const opal_btl_usnic_send_seg_t *seg)
+{
+    if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
+        floor_decay(eng, ep);
+        ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
+                                                  ep->timer.rto_floor, eng->p.rto_max);
     }
 }
 

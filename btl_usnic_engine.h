@@ -38,7 +38,8 @@ struct opal_btl_usnic_engine_t;
 
 typedef struct opal_btl_usnic_wire_ops_t {
     /**
-     * Post |seg| (|seg->wire_len| bytes at |seg->hdr|) to |ep| on |channel|.
+     * Post |seg| (|seg->wire_len| bytes at |seg->hdr|) to |ep| on |channel|
+     * (the engine has set seg->channel to |channel|).
      * Returns OPAL_SUCCESS (the wire reports the completion via
      * opal_btl_usnic_seg_send_complete(): later, or already before it
      * returns when the provider took the bytes at once, as fi_inject does;

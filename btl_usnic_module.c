@@ -72,17 +72,19 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
  * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers).
  * A datagram up to the provider's inject size goes by fi_inject: the
  * provider is done with the buffer on return and writes no completion, so
- * we complete it ourselves (*|completed|), saving a completion queue entry
- * written and read per datagram. */
+ * we complete it here (the engine set seg->channel before posting), saving
+ * a completion queue entry written and read per datagram.  An explicit
+ * ACK's segment goes back to its free list at once. */
 static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
-                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest, bool *completed)
+                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
 {
     size_t inline_len = module->prefix + opal_btl_usnic_seg_inline_len(seg);
-    *completed = false;
     if (OPAL_LIKELY(0 == seg->ext_len)) {
         if (inline_len <= module->inject_size) {
             ssize_t rc = fi_inject(chan->ep, seg->buf, inline_len, dest);
-            *completed = (0 == rc);
+            if (0 == rc) {
+                opal_btl_usnic_seg_send_complete(&module->eng, seg);
+            }
             return rc;
         }
         return fi_send(chan->ep, seg->buf, inline_len, NULL, dest, seg->wire_ctx);
@@ -102,13 +104,20 @@ static bool is_inject_ctx(const opal_btl_usnic_module_t *module, const void *ctx
     return module->inject.on && ctx == (const void *) module->inject.dup_ctx;
 }
 
+/* Copy the whole datagram of |seg| (prefix, header, payload wherever it
+ * is) into the injector's buffer; returns its length. */
+static size_t inject_copy(opal_btl_usnic_module_t *module, const opal_btl_usnic_send_seg_t *seg)
+{
+    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
+    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
+    return module->prefix + seg->wire_len;
+}
+
 /* Send a copy of |seg| whose completion is ignored: the peer sees it twice. */
 static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    size_t len = module->prefix + seg->wire_len;
-    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
-    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
+    size_t len = inject_copy(module, seg);
     if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
                      module->inject.dup_ctx)) {
         ++module->inject.dups;
@@ -123,9 +132,7 @@ static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    size_t len = module->prefix + seg->wire_len;
-    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
-    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
+    size_t len = inject_copy(module, seg);
     opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) (module->inject.dup_buf + module->prefix);
     ph->key ^= opal_btl_usnic_wire64(0x8000000000000001ull);
     memset(module->inject.dup_buf + module->prefix + sizeof(*ph), 0xee, seg->wire_len - sizeof(*ph));
@@ -141,16 +148,12 @@ static void inject_release_held(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_seg_t *seg = module->inject.held;
     if (NULL != seg) {
         module->inject.held = NULL;
-        bool completed = false;
         while (-FI_EAGAIN == seg_send(module, &module->chan[module->inject.held_channel], seg,
-                                      module->inject.held_ep->peer_addr[module->inject.held_channel], &completed)) {
+                                      module->inject.held_ep->peer_addr[module->inject.held_channel])) {
             struct fi_cq_msg_entry comp;
             (void) fi_cq_read(module->chan[module->inject.held_channel].cq, &comp, 0);
         }
         ++module->inject.reorders;
-        if (completed) {
-            opal_btl_usnic_seg_send_complete(&module->eng, seg);
-        }
     }
 }
 
@@ -171,7 +174,6 @@ static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
         module->inject.held = seg;
         module->inject.held_ep = ep;
         module->inject.held_channel = channel;
-        seg->channel = (uint8_t) channel;
         return true;
     }
     return false;
@@ -196,15 +198,8 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
                             opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[channel];
-    bool completed = false;
-    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel], &completed);
+    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
     if (OPAL_LIKELY(0 == rc)) {
-        seg->channel = (uint8_t) channel;
-        if (completed) {
-            /* the engine takes the credit back after this returns; an
-             * explicit ACK's segment goes back to its free list here */
-            opal_btl_usnic_seg_send_complete(&module->eng, seg);
-        }
         return OPAL_SUCCESS;
     }
     if (is_transient_send_error(rc)) {

@@ -109,7 +109,6 @@ static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
                            opal_btl_usnic_send_seg_t *seg, int channel)
 {
     --eng->credits[channel];
-    seg->channel = (uint8_t) channel;
     opal_btl_usnic_timer_start(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
 }

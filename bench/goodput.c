@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "usnic_pvars.h"
+
 #define TAG_DATA 1
 #define TAG_LAST 2
 #define TAG_FILL 3
@@ -124,135 +126,7 @@ static const char *const counter_names[] = {
     "btl_usnic_num_fast_retrans",
     "btl_usnic_num_total_sends",
 };
-#define NCOUNTERS NELEMS(counter_names)
-
-typedef struct {
-    int initialized;
-    MPI_T_pvar_session session;
-    int have_session;
-    MPI_T_pvar_handle handle[NCOUNTERS];
-    MPI_Datatype type[NCOUNTERS];
-    int count[NCOUNTERS]; /* elements (one per BTL module); 0 = absent */
-} counters_t;
-
-static size_t elem_size(MPI_Datatype t)
-{
-    if (t == MPI_UNSIGNED_LONG || t == MPI_LONG) {
-        return sizeof(unsigned long);
-    }
-    if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_LONG_LONG || t == MPI_UINT64_T) {
-        return sizeof(unsigned long long);
-    }
-    if (t == MPI_UNSIGNED || t == MPI_INT) {
-        return sizeof(unsigned);
-    }
-    return 0;
-}
-
-static unsigned long long elem_value(MPI_Datatype t, const void *buf, int i)
-{
-    if (t == MPI_UNSIGNED_LONG || t == MPI_LONG) {
-        return ((const unsigned long *)buf)[i];
-    }
-    if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_LONG_LONG || t == MPI_UINT64_T) {
-        return ((const unsigned long long *)buf)[i];
-    }
-    return ((const unsigned *)buf)[i];
-}
-
-/* Bind the counters that exist (the usnic BTL registers them only when it
- * is opened); the others stay absent and read as "not available". */
-static void counters_setup(counters_t *c)
-{
-    int provided, num, idx;
-    size_t k;
-
-    memset(c, 0, sizeof(*c));
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
-        return;
-    }
-    c->initialized = 1;
-    if (MPI_T_pvar_session_create(&c->session) != MPI_SUCCESS) {
-        return;
-    }
-    c->have_session = 1;
-    if (MPI_T_pvar_get_num(&num) != MPI_SUCCESS) {
-        return;
-    }
-    for (idx = 0; idx < num; idx++) {
-        char name[256], desc[256];
-        int name_len = sizeof(name), desc_len = sizeof(desc);
-        int verbosity, var_class, bind, readonly, continuous, atomic;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-
-        if (MPI_T_pvar_get_info(idx, name, &name_len, &verbosity, &var_class,
-                                &type, &enumtype, desc, &desc_len, &bind,
-                                &readonly, &continuous, &atomic) != MPI_SUCCESS) {
-            continue; /* e.g. a closed component's pvar */
-        }
-        for (k = 0; k < NCOUNTERS; k++) {
-            int count = 0;
-            if (strcmp(name, counter_names[k]) != 0 || c->count[k] > 0 ||
-                bind != MPI_T_BIND_NO_OBJECT || elem_size(type) == 0) {
-                continue;
-            }
-            if (MPI_T_pvar_handle_alloc(c->session, idx, NULL, &c->handle[k],
-                                        &count) != MPI_SUCCESS) {
-                continue;
-            }
-            if (!continuous) {
-                MPI_T_pvar_start(c->session, c->handle[k]);
-            }
-            c->type[k] = type;
-            c->count[k] = count > 0 ? count : 0;
-        }
-    }
-}
-
-/* Current values summed over the modules; -1 where a counter is absent. */
-static void counters_read(counters_t *c, long long out[NCOUNTERS])
-{
-    size_t k;
-
-    for (k = 0; k < NCOUNTERS; k++) {
-        void *buf;
-        int i;
-
-        out[k] = -1;
-        if (c->count[k] <= 0) {
-            continue;
-        }
-        buf = calloc((size_t)c->count[k], elem_size(c->type[k]));
-        if (buf == NULL) {
-            continue;
-        }
-        if (MPI_T_pvar_read(c->session, c->handle[k], buf) == MPI_SUCCESS) {
-            out[k] = 0;
-            for (i = 0; i < c->count[k]; i++) {
-                out[k] += (long long)elem_value(c->type[k], buf, i);
-            }
-        }
-        free(buf);
-    }
-}
-
-static void counters_teardown(counters_t *c)
-{
-    size_t k;
-
-    for (k = 0; k < NCOUNTERS; k++) {
-        if (c->count[k] > 0) {
-            MPI_T_pvar_handle_free(c->session, &c->handle[k]);
-        }
-    }
-    if (c->have_session) {
-        MPI_T_pvar_session_free(&c->session);
-    }
-    if (c->initialized) {
-        MPI_T_finalize();
-    }
-}
+#define NCOUNTERS NELEMS(counter_names) /* at most USNIC_PVARS_MAX */
 
 /* ------------------------------------------------------------------------ */
 /* The stream                                                               */
@@ -420,7 +294,7 @@ static int parse_args(int argc, char **argv, options_t *o)
 
 int main(int argc, char **argv)
 {
-    static counters_t counters;
+    static usnic_pvars_t counters;
     options_t o;
     unsigned char **bufs;
     MPI_Request *reqs;
@@ -446,7 +320,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    counters_setup(&counters);
+    usnic_pvars_open(&counters, counter_names, NCOUNTERS);
 
     words = o.size / 8 + 1;
     base = malloc(words * sizeof(*base));
@@ -473,9 +347,9 @@ int main(int argc, char **argv)
      * stream 2 is measured. */
     warm = run_stream(&o, rank, 1, bufs, reqs, base, o.warmup, &warm_sent,
                       &warm_elapsed);
-    counters_read(&counters, before);
+    usnic_pvars_read(&counters, before);
     r = run_stream(&o, rank, 2, bufs, reqs, base, o.duration, &sent, &elapsed);
-    counters_read(&counters, after);
+    usnic_pvars_read(&counters, after);
 
     for (k = 0; k < NCOUNTERS; k++) {
         delta[k] = (before[k] < 0 || after[k] < 0) ? -1 : after[k] - before[k];
@@ -526,7 +400,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
 
-    counters_teardown(&counters);
+    usnic_pvars_close(&counters);
     for (i = 0; i < o.window; i++) {
         free(bufs[i]);
     }

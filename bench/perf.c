@@ -55,6 +55,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "usnic_pvars.h"
+
 #define TAG_DATA 1
 #define TAG_ACK 2
 
@@ -112,109 +114,7 @@ static const char *const pvar_names[] = {
     "btl_usnic_num_fast_retrans",
     "btl_usnic_num_spurious_timeouts",
 };
-#define NPVARS NELEMS(pvar_names)
-
-typedef struct {
-    int inited, have_session;
-    MPI_T_pvar_session session;
-    MPI_T_pvar_handle handle[NPVARS];
-    MPI_Datatype type[NPVARS];
-    int count[NPVARS];
-} pvars_t;
-
-static size_t type_bytes(MPI_Datatype t)
-{
-    if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_LONG_LONG || t == MPI_UINT64_T)
-        return 8;
-    if (t == MPI_UNSIGNED_LONG || t == MPI_LONG)
-        return sizeof(long);
-    if (t == MPI_UNSIGNED || t == MPI_INT)
-        return sizeof(int);
-    return 0;
-}
-
-static long long type_value(MPI_Datatype t, const void *buf, int i)
-{
-    if (t == MPI_UNSIGNED_LONG_LONG || t == MPI_LONG_LONG || t == MPI_UINT64_T)
-        return (long long)((const unsigned long long *)buf)[i];
-    if (t == MPI_UNSIGNED_LONG || t == MPI_LONG)
-        return (long long)((const unsigned long *)buf)[i];
-    return (long long)((const unsigned *)buf)[i];
-}
-
-static void pvars_open(pvars_t *p)
-{
-    int provided, n, idx;
-    size_t k;
-
-    memset(p, 0, sizeof(*p));
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
-        return;
-    p->inited = 1;
-    if (MPI_T_pvar_session_create(&p->session) != MPI_SUCCESS)
-        return;
-    p->have_session = 1;
-    if (MPI_T_pvar_get_num(&n) != MPI_SUCCESS)
-        return;
-    for (idx = 0; idx < n; idx++) {
-        char name[256], desc[256];
-        int nl = sizeof(name), dl = sizeof(desc), verb, cls, bind, ro, cont, at;
-        MPI_Datatype type;
-        MPI_T_enum et;
-
-        if (MPI_T_pvar_get_info(idx, name, &nl, &verb, &cls, &type, &et, desc,
-                                &dl, &bind, &ro, &cont, &at) != MPI_SUCCESS)
-            continue;
-        for (k = 0; k < NPVARS; k++) {
-            int count = 0;
-            if (strcmp(name, pvar_names[k]) != 0 || p->count[k] > 0 ||
-                bind != MPI_T_BIND_NO_OBJECT || type_bytes(type) == 0)
-                continue;
-            if (MPI_T_pvar_handle_alloc(p->session, idx, NULL, &p->handle[k],
-                                        &count) != MPI_SUCCESS)
-                continue;
-            if (!cont)
-                MPI_T_pvar_start(p->session, p->handle[k]);
-            p->type[k] = type;
-            p->count[k] = count > 0 ? count : 0;
-        }
-    }
-}
-
-static void pvars_read(pvars_t *p, long long out[NPVARS])
-{
-    size_t k;
-
-    for (k = 0; k < NPVARS; k++) {
-        void *buf;
-        int i;
-
-        out[k] = -1;
-        if (p->count[k] <= 0)
-            continue;
-        buf = calloc((size_t)p->count[k], type_bytes(p->type[k]));
-        if (buf != NULL &&
-            MPI_T_pvar_read(p->session, p->handle[k], buf) == MPI_SUCCESS) {
-            out[k] = 0;
-            for (i = 0; i < p->count[k]; i++)
-                out[k] += type_value(p->type[k], buf, i);
-        }
-        free(buf);
-    }
-}
-
-static void pvars_close(pvars_t *p)
-{
-    size_t k;
-
-    for (k = 0; k < NPVARS; k++)
-        if (p->count[k] > 0)
-            MPI_T_pvar_handle_free(p->session, &p->handle[k]);
-    if (p->have_session)
-        MPI_T_pvar_session_free(&p->session);
-    if (p->inited)
-        MPI_T_finalize();
-}
+#define NPVARS NELEMS(pvar_names) /* at most USNIC_PVARS_MAX */
 
 /* ------------------------------------------------------------------------ */
 /* Payload check                                                            */
@@ -363,12 +263,12 @@ static double cell_value(const cell_t *c, long iters, double sec)
 /* Retransmissions of this rank inside the timed batches only (steady
  * state), apart from warm-up and the payload checks, where one rank
  * computes outside MPI while the other already waits for ACKs. */
-static pvars_t *steady_pv;
+static usnic_pvars_t *steady_pv;
 static long long steady_resends[NPVARS];
 
 static void steady_begin(long long mark[NPVARS])
 {
-    pvars_read(steady_pv, mark);
+    usnic_pvars_read(steady_pv, mark);
 }
 
 static void steady_end(const long long mark[NPVARS])
@@ -376,7 +276,7 @@ static void steady_end(const long long mark[NPVARS])
     long long now[NPVARS];
     size_t i;
 
-    pvars_read(steady_pv, now);
+    usnic_pvars_read(steady_pv, now);
     for (i = 0; i < NPVARS; i++)
         if (mark[i] >= 0 && now[i] >= 0)
             steady_resends[i] += now[i] - mark[i];
@@ -519,7 +419,7 @@ static double cpu_seconds(void)
 
 int main(int argc, char **argv)
 {
-    static pvars_t pv;
+    static usnic_pvars_t pv;
     cell_t cells[NELEMS(default_cells)];
     long long before[NPVARS], after[NPVARS], d[NPVARS], sum[NPVARS],
         mn[NPVARS], steady_sum[NPVARS];
@@ -538,7 +438,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    pvars_open(&pv);
+    usnic_pvars_open(&pv, pvar_names, NPVARS);
     steady_pv = &pv;
 
     for (i = 0; i < NELEMS(default_cells); i++) {
@@ -577,14 +477,14 @@ int main(int argc, char **argv)
     memset(b.sbuf, 0, bytes); /* fault the pages in before timing */
     memset(b.rbuf, 0, bytes);
 
-    pvars_read(&pv, before);
+    usnic_pvars_read(&pv, before);
     MPI_Barrier(MPI_COMM_WORLD);
     cpu0 = cpu_seconds();
     wall0 = MPI_Wtime();
     for (i = 0; i < ncells; i++)
         ok &= run_cell(&cells[i], &b);
     share = (cpu_seconds() - cpu0) / (MPI_Wtime() - wall0);
-    pvars_read(&pv, after);
+    usnic_pvars_read(&pv, after);
 
     for (i = 0; i < NPVARS; i++)
         d[i] = before[i] < 0 || after[i] < 0 ? -1 : after[i] - before[i];
@@ -613,7 +513,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    pvars_close(&pv);
+    usnic_pvars_close(&pv);
     free(b.sbuf);
     free(b.rbuf);
     free(b.reqs);

@@ -141,19 +141,38 @@ hosts_hostfile() {
     done
 }
 
-# hosts_drop_udp HOSTINDEX IFNAME: drop every UDP datagram in and out of
-# IFNAME inside host HOSTINDEX (1-based), with counters
+# hosts_setup N HOSTFILE LOG: the tools checked, N hosts built and ready
+# (output in LOG), USNH_PREFIX exported for ns-agent.sh, and HOSTFILE with
+# 2 slots per host.  On failure returns 1 with the reason in WHY.
+hosts_setup() {
+    local tool
+    WHY=""
+    for tool in ip bridge nft unshare; do
+        command -v "$tool" > /dev/null || { WHY="$tool is missing"; return 1; }
+    done
+    if ! hosts_create "$1" > "$3" 2>&1 || ! hosts_wait_ready >> "$3" 2>&1; then
+        WHY="could not build the namespaces"
+        return 1
+    fi
+    export USNH_PREFIX=$HOSTS_PREFIX
+    hosts_hostfile "$2" 2
+}
+
+# hosts_drop_udp HOSTINDEX IFNAME [MINLEN]: drop UDP datagrams in and out
+# of IFNAME inside host HOSTINDEX (1-based), with counters; with MINLEN,
+# only those whose IP packet is longer than MINLEN bytes
 hosts_drop_udp() {
-    local ns=${HOSTS[$1 - 1]} ifname=$2
+    local ns=${HOSTS[$1 - 1]} ifname=$2 cond=()
+    [ -n "${3:-}" ] && cond=(meta length \> "$3")
     ip netns exec "$ns" nft add table inet usnh_faults || return 1
     ip netns exec "$ns" nft add chain inet usnh_faults input \
         '{ type filter hook input priority 0; policy accept; }' || return 1
     ip netns exec "$ns" nft add chain inet usnh_faults output \
         '{ type filter hook output priority 0; policy accept; }' || return 1
     ip netns exec "$ns" nft add rule inet usnh_faults input \
-        iifname "$ifname" meta l4proto udp counter drop || return 1
+        iifname "$ifname" meta l4proto udp ${cond[@]+"${cond[@]}"} counter drop || return 1
     ip netns exec "$ns" nft add rule inet usnh_faults output \
-        oifname "$ifname" meta l4proto udp counter drop || return 1
+        oifname "$ifname" meta l4proto udp ${cond[@]+"${cond[@]}"} counter drop || return 1
 }
 
 hosts_undrop_udp() {

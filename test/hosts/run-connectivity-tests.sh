@@ -52,40 +52,20 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck source=hosts.sh
 source "$SCRIPT_DIR/hosts.sh"
 
-PASSED=0
-FAILED=0
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-ok() { printf 'ok   %s\n' "$1"; PASSED=$((PASSED + 1)); }
-fail() {
-    printf 'FAIL %s: %s\n' "$1" "$2"
-    if [ -n "${3:-}" ] && [ -f "$3" ]; then
-        echo "    --- last 30 lines of $3 ---"
-        tail -n 30 "$3" | sed 's/^/    /'
-    fi
-    FAILED=$((FAILED + 1))
-}
-finish() {
-    echo "$PASSED passed, $FAILED failed"
-    [ "$FAILED" -eq 0 ]
-    exit $?
-}
+FAIL_TAIL=30
+# shellcheck source=../report.sh
+source "$SCRIPT_DIR/../report.sh"
 
 if ! "$MPICC" -Wall -Wextra -Werror -O2 -g -o "$BUILD_DIR/pingpong" "$MPI_SRC/pingpong.c" \
         > "$LOG_DIR/build.log" 2>&1; then
     fail "build pingpong" "mpicc failed" "$LOG_DIR/build.log"
     finish
 fi
-for tool in ip bridge nft unshare; do
-    command -v "$tool" > /dev/null || { fail "setup" "$tool is missing"; finish; }
-done
-if ! hosts_create 2 > "$LOG_DIR/hosts.log" 2>&1 || ! hosts_wait_ready >> "$LOG_DIR/hosts.log" 2>&1; then
-    fail "setup 2 hosts" "could not build the namespaces" "$LOG_DIR/hosts.log"
+HOSTFILE=$BUILD_DIR/hostfile-connectivity
+if ! hosts_setup 2 "$HOSTFILE" "$LOG_DIR/hosts.log"; then
+    fail "setup 2 hosts" "$WHY" "$LOG_DIR/hosts.log"
     finish
 fi
-export USNH_PREFIX=$HOSTS_PREFIX
-HOSTFILE=$BUILD_DIR/hostfile-connectivity
-hosts_hostfile "$HOSTFILE" 2
 H1=${HOSTS[0]}
 H2=${HOSTS[1]}
 ok "setup hosts $H1 $H2"
@@ -109,23 +89,6 @@ run_head() {    # LOG ARGS...: sets RC, SECS
     timeout -k 10 "$TEST_TIMEOUT" "${NS_ARGV[@]}" "$MPIRUN" "${BASE_ARGS[@]}" "$@" > "$log" 2>&1 < /dev/null
     RC=$?
     SECS=$(elapsed "$start")
-}
-
-# drop_udp HOSTINDEX IFNAME [MINLEN]: drop UDP in and out of IFNAME inside
-# that host, only datagrams whose IP packet is longer than MINLEN if given
-drop_udp() {
-    local ns=${HOSTS[$1 - 1]} ifname=$2 cond=""
-    [ -n "${3:-}" ] && cond="meta length > $3"
-    ip netns exec "$ns" nft add table inet usnh_faults || return 1
-    ip netns exec "$ns" nft add chain inet usnh_faults input \
-        '{ type filter hook input priority 0; policy accept; }' || return 1
-    ip netns exec "$ns" nft add chain inet usnh_faults output \
-        '{ type filter hook output priority 0; policy accept; }' || return 1
-    # shellcheck disable=SC2086
-    ip netns exec "$ns" nft add rule inet usnh_faults input iifname "$ifname" meta l4proto udp $cond counter drop ||
-        return 1
-    # shellcheck disable=SC2086
-    ip netns exec "$ns" nft add rule inet usnh_faults output oifname "$ifname" meta l4proto udp $cond counter drop
 }
 
 # agent_lines LOG: the agents' summary lines
@@ -204,7 +167,7 @@ for policy in unreachable abort; do
     name="mtu-$policy (UDP > 1000 bytes dropped on veth1 in host 2)"
     log=$LOG_DIR/mtu-$policy.log
     hosts_undrop_udp 2
-    if ! drop_udp 2 veth1 1000 > "$LOG_DIR/nft.log" 2>&1; then
+    if ! hosts_drop_udp 2 veth1 1000 > "$LOG_DIR/nft.log" 2>&1; then
         fail "$name" "nft rules could not be added" "$LOG_DIR/nft.log"
         continue
     fi
@@ -259,7 +222,7 @@ fi
 # ---------------------------------------------------------------------
 name="drop-all-unreachable (all UDP dropped on veth1 in host 2)"
 log=$LOG_DIR/drop-all.log
-if ! drop_udp 2 veth1 > "$LOG_DIR/nft.log" 2>&1; then
+if ! hosts_drop_udp 2 veth1 > "$LOG_DIR/nft.log" 2>&1; then
     fail "$name" "nft rules could not be added" "$LOG_DIR/nft.log"
 else
     run_head "$log" -np 2 "$BUILD_DIR/pingpong"

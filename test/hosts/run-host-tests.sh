@@ -50,24 +50,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck source=hosts.sh
 source "$SCRIPT_DIR/hosts.sh"
 
-PASSED=0
-FAILED=0
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-ok() { printf 'ok   %s\n' "$1"; PASSED=$((PASSED + 1)); }
-fail() {    # name reason [log]
-    printf 'FAIL %s: %s\n' "$1" "$2"
-    if [ -n "${3:-}" ] && [ -f "$3" ]; then
-        echo "    --- last 25 lines of $3 ---"
-        tail -n 25 "$3" | sed 's/^/    /'
-    fi
-    FAILED=$((FAILED + 1))
-}
-finish() {
-    echo "$PASSED passed, $FAILED failed"
-    [ "$FAILED" -eq 0 ]
-    exit $?
-}
+# shellcheck source=../report.sh
+source "$SCRIPT_DIR/../report.sh"
 
 # ---------------------------------------------------------------------
 # Build and hosts
@@ -82,16 +66,11 @@ for prog in pingpong collectives; do
 done
 ok "build pingpong collectives"
 
-for tool in ip bridge nft unshare; do
-    command -v "$tool" > /dev/null || { fail "setup" "$tool is missing"; finish; }
-done
-if ! hosts_create "$HOSTS_COUNT" > "$LOG_DIR/hosts.log" 2>&1 || ! hosts_wait_ready >> "$LOG_DIR/hosts.log" 2>&1; then
-    fail "setup $HOSTS_COUNT hosts" "could not build the namespaces" "$LOG_DIR/hosts.log"
+HOSTFILE=$BUILD_DIR/hostfile
+if ! hosts_setup "$HOSTS_COUNT" "$HOSTFILE" "$LOG_DIR/hosts.log"; then
+    fail "setup $HOSTS_COUNT hosts" "$WHY" "$LOG_DIR/hosts.log"
     finish
 fi
-export USNH_PREFIX=$HOSTS_PREFIX
-HOSTFILE=$BUILD_DIR/hostfile
-hosts_hostfile "$HOSTFILE" 2
 ok "setup $HOSTS_COUNT hosts (${HOSTS[*]}), head $HOSTS_HEAD"
 
 BASE_ARGS=(--allow-run-as-root --hostfile "$HOSTFILE" --map-by node --bind-to none

@@ -12,7 +12,10 @@
 # usnic,self" (2-4 ranks, NetPIPE, valgrind), hostile datagrams, dead peers
 # (SIGSTOP and kill -9), duplication/reordering/forged PUTs, incast, the MPI
 # tests again under 1%, 5% and 20% UDP loss in a private network namespace,
-# and real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader.  All
+# real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader, and the
+# randomized differential stress (random patterns, sizes and datatypes,
+# every byte checked and compared with vader, lossless, at 1% loss, with
+# duplication and reordering, on a busy host).  All
 # traffic stays on loopback (the host's or the namespace's).
 #
 set -uo pipefail
@@ -86,6 +89,7 @@ run_suite "two hosts, two interfaces each (namespaces)" bash "$ROOT/test/hosts/r
 run_suite "connectivity checker across hosts (namespaces)" bash "$ROOT/test/hosts/run-connectivity-tests.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
+run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
 
 banner "summary"
 echo "suite logs: $LOGDIR"

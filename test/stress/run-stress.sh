@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+#
+# run-stress.sh - the randomized differential stress (stress.c, README.md)
+# over the usnic BTL, each run compared case by case with the same cases
+# over vader (same PML and osc: only the BTL differs).
+#
+#   bash test/stress/run-stress.sh                 CI: a few minutes
+#   bash test/stress/run-stress.sh --minutes 30    soak: fresh seeds until then
+#
+# CI runs, each STRESS_SECONDS long (default 20):
+#   - the named regression shapes of issue 12 (fixed; each failed before
+#     its fix), and the fixed regression seeds below;
+#   - a fresh seed (printed; replay with STRESS_SEED=S) at 2, 3 and 4 ranks
+#     on a lossless loopback, at 2 and 4 ranks with 1% UDP loss (nftables
+#     in a private namespace), at 3 ranks with the injector's duplication
+#     and reordering, and at 2 and 4 ranks on a busy host (a CPU hog per
+#     core, so that timeouts fire while peers hold their data).
+# A run passes if its cases verify, it did not hang, its digests equal the
+# vader run's, and the usnic BTL really carried it (MPI_T counter > 0).
+#
+# Environment: STRESS_SEED (fresh seed), STRESS_SECONDS, STRESS_BUILD_DIR,
+# MPICC, MPIRUN.  Output: ok/FAIL lines, then "N passed, N failed".
+
+set -u
+set -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SECONDS_PER_RUN=${STRESS_SECONDS:-20}
+MPICC=${MPICC:-mpicc}
+MPIRUN=${MPIRUN:-mpirun}
+BUILD=${STRESS_BUILD_DIR:-$HERE/build}
+SOAK_MINUTES=0
+if [[ "${1:-}" == "--minutes" ]]; then
+    SOAK_MINUTES=${2:?--minutes needs a number}
+fi
+mkdir -p "$BUILD/logs" || exit 2
+BUILD=$(cd "$BUILD" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# shellcheck source=../report.sh
+source "$HERE/../report.sh"
+# shellcheck source=../faults/netns.sh
+source "$HERE/../faults/netns.sh"
+
+if ! "$MPICC" -O2 -g -Wall -Wextra -Werror -I"$ROOT/bench" -o "$BUILD/stress" \
+        "$HERE"/stress.c "$HERE"/stress_types.c "$HERE"/stress_p2p.c "$HERE"/stress_osc.c -lpthread -lm \
+        > "$BUILD/logs/build.log" 2>&1; then
+    fail "build the stress program" "compiler errors" "$BUILD/logs/build.log"
+    finish
+fi
+
+# Protocol boundaries the sizes cluster around: ob1's limits for this BTL
+# and the datagram sizes (tiny, one datagram, two chunks)
+param() {
+    ompi_info --param btl usnic --level 9 --parsable 2>/dev/null |
+        sed -nE "s/^mca:btl:usnic:param:btl_usnic_$1:value:([0-9]+)$/\1/p" | head -1
+}
+prio=$(param priority_limit)
+[[ -z "$prio" || "$prio" -eq 0 ]] && prio=768
+LIMITS="1,16,$((prio - 28)),1444,2864"
+for p in rndv_eager_limit eager_limit max_send_size rdma_pipeline_send_length min_rdma_pipeline_size \
+         rdma_pipeline_frag_size; do
+    v=$(param "$p")
+    [[ -n "$v" ]] && LIMITS="$LIMITS,$v"
+done
+LIMITS="$LIMITS,4194304"
+
+COMMON=(--allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca osc pt2pt
+        --mca oob_tcp_if_include lo)
+USNIC=(--mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 15)
+VADER=(--mca btl vader,self)
+
+# run_one NAME NP SEED ARGS -- [launcher prefix...]: usnic for the run's
+# time (or its case count), then vader over the same cases; compares.
+run_one() {
+    local name=$1 np=$2 seed=$3
+    shift 3
+    local args=() prefix=() extra=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do args+=("$1"); shift; done
+    [[ "${1:-}" == "--" ]] && shift
+    while [[ $# -gt 0 && "$1" != "--mca" ]]; do prefix+=("$1"); shift; done
+    extra=("$@")
+    local tag=${name// /_}
+    local ulog=$BUILD/logs/$tag.usnic.log vlog=$BUILD/logs/$tag.vader.log
+    local udig=$BUILD/logs/$tag.usnic.digests vdig=$BUILD/logs/$tag.vader.digests
+    local limit=$((SECONDS_PER_RUN + 240))
+    timeout -k 10 "$limit" ${prefix[@]+"${prefix[@]}"} "$MPIRUN" "${COMMON[@]}" "${USNIC[@]}" \
+        ${extra[@]+"${extra[@]}"} -np "$np" "$BUILD/stress" --seed "$seed" --limits "$LIMITS" \
+        --digest-file "$udig" "${args[@]}" > "$ulog" 2>&1 < /dev/null
+    local urc=$?
+    local cases sent
+    cases=$(sed -nE 's/^stress: seed [0-9]+: ([0-9]+) cases.*/\1/p' "$ulog" | tail -1)
+    sent=$(sed -nE 's/.*usnic segments sent: (-?[0-9]+).*/\1/p' "$ulog" | tail -1)
+    TOTAL_CASES=$((TOTAL_CASES + ${cases:-0}))
+    if [[ $urc -eq 124 || $urc -eq 137 ]]; then
+        fail "$name: seed $seed" "hung (killed after ${limit}s)" "$ulog"
+        return
+    fi
+    if [[ $urc -ne 0 || -z "$cases" ]]; then
+        fail "$name: seed $seed" "$(grep -m1 -E '^FAIL' "$ulog" || echo "exit $urc")" "$ulog"
+        return
+    fi
+    if [[ "${sent:--1}" -le 0 ]]; then
+        fail "$name: seed $seed" "the usnic BTL carried nothing (segments sent: ${sent:-?})" "$ulog"
+        return
+    fi
+    # the same cases over vader
+    local vargs=()
+    for a in "${args[@]}"; do vargs+=("$a"); done
+    timeout -k 10 "$limit" "$MPIRUN" "${COMMON[@]}" "${VADER[@]}" -np "$np" "$BUILD/stress" --seed "$seed" \
+        --limits "$LIMITS" --digest-file "$vdig" "${vargs[@]}" --cases "$cases" --seconds 0 \
+        > "$vlog" 2>&1 < /dev/null
+    local vrc=$?
+    if [[ $vrc -ne 0 ]]; then
+        fail "$name: seed $seed" "the vader reference failed (exit $vrc): not the usnic BTL's fault, but nothing was compared" "$vlog"
+        return
+    fi
+    local first
+    first=$(diff <(cut -d' ' -f1-4 "$udig") <(cut -d' ' -f1-4 "$vdig") | grep -m1 '^<' | cut -c3-)
+    if [[ -n "$first" ]]; then
+        fail "$name: seed $seed" "usnic and vader received different bytes, first in: $first" "$ulog"
+        return
+    fi
+    ok "$name: seed $seed, $cases cases verified, digests equal to vader's ($sent usnic segments)"
+}
+
+# ---------------------------------------------------------------------
+# Busy host: a spinning process on each core for the duration of a run
+# ---------------------------------------------------------------------
+HOGS=()
+hogs_start() {
+    local cpu
+    for cpu in $(seq 0 $(($(nproc) - 1))); do
+        taskset -c "$cpu" sh -c 'while :; do :; done' &
+        HOGS+=($!)
+    done
+}
+hogs_stop() {
+    [[ ${#HOGS[@]} -gt 0 ]] && kill "${HOGS[@]}" 2>/dev/null
+    wait "${HOGS[@]}" 2>/dev/null
+    HOGS=()
+}
+trap 'hogs_stop; netns_destroy' EXIT INT TERM
+
+fresh_seed() { od -An -N6 -tu8 /dev/urandom | tr -d ' '; }
+
+# One round of every condition with seed $1, $2 seconds per run
+round() {
+    local seed=$1 secs=$2
+    local t=(--seconds "$secs")
+    for np in 2 3 4; do
+        run_one "lossless $np ranks" "$np" "$seed" "${t[@]}" --
+    done
+    if netns_create && netns_set_udp_loss 1; then
+        for np in 2 4; do
+            run_one "1% loss $np ranks" "$np" "$seed" "${t[@]}" -- ip netns exec "$NETNS"
+        done
+        echo "    (the 1% rule dropped $(netns_udp_dropped) datagrams)"
+        netns_destroy
+    else
+        fail "1% loss" "cannot make a network namespace with an nftables drop rule (root, iproute2, nftables)"
+        netns_destroy
+    fi
+    run_one "duplication and reordering 3 ranks" 3 "$seed" "${t[@]}" -- \
+        --mca btl_usnic_inject_faults dup=7,reorder=5
+    hogs_start
+    for np in 2 4; do
+        run_one "busy host $np ranks" "$np" "$seed" "${t[@]}" --
+    done
+    hogs_stop
+}
+
+TOTAL_CASES=0
+start=$(date +%s)
+
+if [[ "$SOAK_MINUTES" != 0 ]]; then
+    end=$((start + SOAK_MINUTES * 60))
+    while [[ $(date +%s) -lt $end ]]; do
+        seed=$(fresh_seed)
+        echo "=== soak round, seed $seed ==="
+        round "$seed" 60
+    done
+    echo "soak: $TOTAL_CASES cases in $(( $(date +%s) - start ))s"
+    finish
+fi
+
+# The shapes of issue 12, each of which failed before it was fixed
+run_one "regression: sendrecv of 65530 ints into a nested type" 2 12 --regress sendrecv-nested --cases 30 --
+run_one "regression: ping-ping of 65530 ints into a nested type" 2 12 --regress pingping-nested --cases 30 --
+run_one "regression: put through nested types, fence and pscw" 4 12 --regress osc-nested-put --cases 20 --
+run_one "regression: put of int+double pairs through nested types" 4 12 --regress osc-nested-put-pair --cases 20 --
+run_one "regression: bcast of one int+double" 4 12 --regress bcast-pair --cases 5 --
+run_one "regression: accumulate + flush_local loop" 3 12 --regress accumulate-flush-local --cases 3 --
+
+# Seeds (and rank counts) whose random cases found bugs before their fixes
+run_one "regression seed 12 at 3 ranks" 3 12 --cases 120 --
+
+seed=${STRESS_SEED:-$(fresh_seed)}
+echo "=== fresh seed $seed (replay: STRESS_SEED=$seed bash test/stress/run-stress.sh) ==="
+round "$seed" "$SECONDS_PER_RUN"
+echo "stress: $TOTAL_CASES cases over usnic in $(( $(date +%s) - start ))s"
+finish

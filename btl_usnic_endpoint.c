@@ -30,6 +30,9 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tx.next_frag_id = 1;
     ep->rx.rcvd = NULL;
     ep->rx.frags = NULL;
+    ep->rx.held = NULL;
+    ep->rx.nheld = 0;
+    ep->rx.delivering = false;
     ep->rx.ack_owed = false;
     ep->rx.late_dup = false;
     ep->rx.repaired = false;
@@ -69,6 +72,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
         }
     }
     free(ep->rx.frags);
+    opal_btl_usnic_held_free_all(ep);
     free(ep->rx.rcvd);
     free(ep->tx.sent);
     OBJ_DESTRUCT(&ep->tx.flight_item);

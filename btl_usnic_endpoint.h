@@ -64,11 +64,17 @@ typedef struct mca_btl_base_endpoint_t {
     } timer;
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is
-     * set for received s in [next_expected, next_expected + window). */
+     * set for received s in [next_expected, next_expected + window).
+     * Fragments reach the PML in sequence order: one complete ahead of a
+     * hole waits in |held| (seq >= next_expected), and every held one has
+     * been handed over once next_expected passed it. */
     struct {
         opal_btl_usnic_seq_t next_expected;
         uint8_t *rcvd;
         opal_btl_usnic_rx_frag_t *frags; /* reassembly slots, [window] */
+        opal_btl_usnic_held_t *held;     /* complete fragments waiting for earlier ones, by seq */
+        uint32_t nheld;
+        bool delivering;                 /* inside a PML upcall: later fragments wait for it */
         bool ack_owed;
         bool late_dup;                   /* a copy of a received, un-ACKed segment came again */
         bool repaired;                   /* a retransmitted copy filled a hole */

@@ -263,13 +263,17 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
                                  void *buf, size_t len);
 
 /**
- * Fast receive path, step 1: if |buf| is a valid in-window, new FRAG
- * segment, mark it received, deliver it to the PML and return true; the
+ * Fast receive path, step 1: if |buf| is a valid FRAG segment that is next
+ * in order (and its successor has not arrived), mark it received, deliver
+ * it to the PML and return true; the
  * caller must later call opal_btl_usnic_recv_fast_finish() with the same
  * segment.  Otherwise return false (use opal_btl_usnic_recv_segment()).
  */
 bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+/* Free the fragments |ep| holds back for in-order delivery (teardown). */
+void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep);
+
 /* Fast receive path, step 2: the deferred bookkeeping (ACK scheduling). */
 void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                      void *buf);

@@ -341,7 +341,7 @@ opal_btl_usnic_rx_frag_class_t opal_btl_usnic_rx_frag_classify(const opal_btl_us
 
 int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
                                uint32_t chunk_size, uint32_t offset, const void *data, uint32_t len,
-                               uint8_t tag, bool *complete_p)
+                               uint8_t tag, opal_btl_usnic_seq_t seq, bool *complete_p)
 {
     if (0 == slot->frag_id) {
         uint32_t chunks = (frag_size + chunk_size - 1) / chunk_size;
@@ -358,6 +358,10 @@ int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id,
         slot->bytes_left = frag_size;
         slot->chunk_size = chunk_size;
         slot->tag = tag;
+        slot->last_seq = seq;
+    }
+    if (opal_btl_usnic_seq_gt(seq, slot->last_seq)) {
+        slot->last_seq = seq;
     }
     uint32_t index = offset / slot->chunk_size;
     slot->have[index / 8] |= (uint8_t) (1u << (index % 8));

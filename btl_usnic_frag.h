@@ -186,10 +186,23 @@ typedef struct opal_btl_usnic_rx_frag_t {
     uint32_t size;
     uint32_t bytes_left;
     uint32_t chunk_size;                  /* payload of every chunk but the last */
+    opal_btl_usnic_seq_t last_seq;        /* highest sequence number of its chunks so far */
     uint8_t tag;
     uint8_t *buf;
     uint8_t *have;                        /* bitmap: chunks received */
 } opal_btl_usnic_rx_frag_t;
+
+/* A complete fragment that has to wait for an earlier one: the PML gets
+ * fragments in the order they were sent (see "Delivery order" in
+ * btl_usnic_recv.c), so it is handed over once every sequence number up
+ * to |seq| has arrived. */
+typedef struct opal_btl_usnic_held_t {
+    struct opal_btl_usnic_held_t *next;   /* list sorted by seq */
+    opal_btl_usnic_seq_t seq;             /* its last segment's sequence number */
+    uint8_t tag;
+    uint32_t len;
+    uint8_t *buf;                         /* owned */
+} opal_btl_usnic_held_t;
 
 /**
  * Classification of an incoming chunk against the reassembly slot it maps
@@ -230,7 +243,8 @@ static inline bool opal_btl_usnic_rx_frag_has(const opal_btl_usnic_rx_frag_t *sl
 /**
  * Copy one chunk into its reassembly.  Starts the reassembly if the slot
  * was free (allocates the buffer and the chunk bitmap).  Returns
- * OPAL_SUCCESS and sets *|complete_p| when the last chunk arrived;
+ * OPAL_SUCCESS and sets *|complete_p| when the last chunk arrived (|seq|,
+ * the chunk's sequence number, raises slot->last_seq);
  * OPAL_ERR_OUT_OF_RESOURCE if no buffer could be allocated (the chunk
  * must then be dropped un-ACKed).  Assumes the caller checked the
  * classification, opal_btl_usnic_chunk_is_aligned() and
@@ -238,7 +252,7 @@ static inline bool opal_btl_usnic_rx_frag_has(const opal_btl_usnic_rx_frag_t *sl
  */
 int opal_btl_usnic_rx_frag_add(opal_btl_usnic_rx_frag_t *slot, uint32_t frag_id, uint32_t frag_size,
                                uint32_t chunk_size, uint32_t offset, const void *data, uint32_t len,
-                               uint8_t tag, bool *complete_p);
+                               uint8_t tag, opal_btl_usnic_seq_t seq, bool *complete_p);
 
 /* Forget a finished or abandoned reassembly, freeing its buffer. */
 void opal_btl_usnic_rx_frag_reset(opal_btl_usnic_rx_frag_t *slot);

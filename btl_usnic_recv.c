@@ -4,8 +4,33 @@
  * The receive side of the engine: validation, sequence classification,
  * reassembly, delivery to the PML.  ACKs owed are only noted here; they
  * leave from the send progression.
+ *
+ * Delivery order
+ * --------------
+ * The PML gets a peer's fragments in the order that peer sent them, as
+ * from btl/tcp or vader.  Datagrams do not keep that order: the priority
+ * channel overtakes the data channel, and losses are repaired later.  ob1
+ * reorders its matching headers itself, but it unpacks each FRAG of a
+ * pipelined message at its offset with opal_convertor_set_position, and
+ * Open MPI 4.1's convertor places data wrongly (or loops for ever) when
+ * those positions go backwards through some derived datatypes: a 104-byte
+ * last fragment on the priority channel that overtook the 64 KiB ones
+ * corrupted the receive buffer of issue 12's sendrecv, and crashed its
+ * one-sided puts in opal_generic_simple_unpack.
+ *
+ * So a fragment is handed over only when every sequence number up to its
+ * last segment's has arrived.  One that completes ahead of a hole waits in
+ * ep->rx.held (a FRAG is copied out of the receive buffer, a reassembled
+ * fragment keeps its buffer) and goes as soon as the hole is filled; the
+ * common case, a fragment that is next in order, is handed over at once
+ * from where it lies.  While an upcall runs, a fragment that completes
+ * through a nested progress call waits too (ep->rx.delivering), so nothing
+ * overtakes the fragment the PML is still looking at.
  */
 #include "opal_config.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "btl_usnic_engine.h"
 
@@ -48,6 +73,68 @@ static void seq_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         ep->rx.rcvd[ep->rx.next_expected % ep->window] = 0;
         ++ep->rx.next_expected;
     }
+}
+
+/* ----- in-order delivery (see "Delivery order" above) ----- */
+
+/* Keep the complete fragment |buf| (taken) whose last segment is |seq|
+ * until everything before it has arrived. */
+static void held_insert(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq,
+                        uint8_t tag, uint8_t *buf, uint32_t len, opal_btl_usnic_held_t *h)
+{
+    h->seq = seq;
+    h->tag = tag;
+    h->buf = buf;
+    h->len = len;
+    opal_btl_usnic_held_t **at = &ep->rx.held;
+    while (NULL != *at && opal_btl_usnic_seq_lt((*at)->seq, seq)) {
+        at = &(*at)->next;
+    }
+    h->next = *at;
+    *at = h;
+    ++ep->rx.nheld;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_held_frags);
+}
+
+void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
+{
+    while (NULL != ep->rx.held) {
+        opal_btl_usnic_held_t *h = ep->rx.held;
+        ep->rx.held = h->next;
+        free(h->buf);
+        free(h);
+    }
+    ep->rx.nheld = 0;
+}
+
+/* One upcall; fragments completing meanwhile (nested progress) wait */
+static void deliver_one(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                        size_t len)
+{
+    ep->rx.delivering = true;
+    eng->wire->deliver(eng, ep, tag, data, len);
+    ep->rx.delivering = false;
+}
+
+/* Hand over the held fragments whose turn has come, in order */
+static void deliver_held(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_held_t *h;
+    while (!ep->rx.delivering && NULL != (h = ep->rx.held) &&
+           opal_btl_usnic_seq_lt(h->seq, ep->rx.next_expected)) {
+        ep->rx.held = h->next;
+        --ep->rx.nheld;
+        deliver_one(eng, ep, h->tag, h->buf, h->len);
+        free(h->buf);
+        free(h);
+    }
+}
+
+/* Is the fragment whose last segment is |seq| next in order (everything
+ * before it arrived, no upcall running)?  Only then may it skip the wait. */
+static bool is_next_in_order(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq)
+{
+    return seq == ep->rx.next_expected && !ep->rx.delivering;
 }
 
 /* Header checks plus sender lookup.  Returns the endpoint or NULL (counted). */
@@ -144,13 +231,33 @@ static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
     }
 }
 
+/* A whole fragment in one datagram: next in order, it goes to the PML
+ * from the receive buffer; else a copy waits (the buffer is re-posted). */
 static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
                       opal_btl_usnic_seq_t seq)
 {
     bool out_of_order = seq != ep->rx.next_expected; /* a hole: the sender wants to hear at once */
-    seq_accept(eng, ep, seq);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
-    eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
+    uint8_t *data = (uint8_t *) hdr + sizeof(*hdr);
+    uint32_t len = opal_btl_usnic_host16(hdr->payload_len);
+    if (is_next_in_order(ep, seq)) {
+        seq_accept(eng, ep, seq); /* first: a copy arriving during the upcall is a duplicate */
+        OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
+        deliver_one(eng, ep, hdr->tag, data, len);
+    } else {
+        opal_btl_usnic_held_t *h = (opal_btl_usnic_held_t *) malloc(sizeof(*h));
+        uint8_t *copy = (uint8_t *) malloc(len > 0 ? len : 1);
+        if (NULL == h || NULL == copy) {
+            free(h);
+            free(copy);
+            OPAL_BTL_USNIC_STAT_INC(eng, num_drop_no_memory); /* un-ACKed: the sender retries */
+            return;
+        }
+        memcpy(copy, data, len);
+        held_insert(eng, ep, seq, hdr->tag, copy, len, h);
+        seq_accept(eng, ep, seq);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
+    }
+    deliver_held(eng, ep);
     opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
 }
 
@@ -191,25 +298,30 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         }
         break;
     }
-    take_ack(eng, ep, &ch->hdr);
+    opal_btl_usnic_held_t *h = (opal_btl_usnic_held_t *) malloc(sizeof(*h)); /* in case it completes */
     bool complete = false;
     bool out_of_order = seq != ep->rx.next_expected;
-    if (OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload, offset,
-                                                   (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag, &complete)) {
-        return; /* no memory: drop un-ACKed, the sender will retry */
+    if (NULL == h || OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload,
+                                                                offset, (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag,
+                                                                seq, &complete)) {
+        free(h);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_drop_no_memory); /* un-ACKed: the sender retries */
+        return;
+    }
+    take_ack(eng, ep, &ch->hdr);
+    if (complete) {
+        /* The slot is free before any upcall: the PML may progress and
+         * receive the next fragment into it from inside the callback.
+         * The buffer waits for its turn (maybe none: deliver_held). */
+        held_insert(eng, ep, slot->last_seq, slot->tag, slot->buf, slot->size, h);
+        slot->buf = NULL;
+        opal_btl_usnic_rx_frag_reset(slot);
+    } else {
+        free(h);
     }
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_chunk_recvs);
-    if (complete) {
-        /* Free the slot before the upcall: the PML may progress and
-         * receive the next fragment into it from inside the callback. */
-        opal_btl_usnic_rx_frag_t done = *slot;
-        slot->buf = NULL;
-        slot->have = NULL;
-        opal_btl_usnic_rx_frag_reset(slot);
-        eng->wire->deliver(eng, ep, done.tag, done.buf, done.size);
-        opal_btl_usnic_rx_frag_reset(&done);
-    }
+    deliver_held(eng, ep);
     opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
 }
 
@@ -233,6 +345,7 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
     take_ack(eng, ep, &ph->hdr);
     bool out_of_order = seq != ep->rx.next_expected;
     seq_accept(eng, ep, seq);
+    deliver_held(eng, ep); /* it may have filled the hole fragments waited for */
     opal_btl_usnic_ack_schedule(eng, ep, out_of_order || (ph->hdr.flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON));
 }
 
@@ -289,9 +402,10 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
     if (NULL == ep || NULL == ep->rx.rcvd) {
         return false;
     }
+    /* Only the next fragment in order whose successor has not arrived:
+     * then nothing held can become deliverable behind it. */
     opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
-    opal_btl_usnic_seq_class_t cls = opal_btl_usnic_seq_classify(ep, seq);
-    if (OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER != cls && OPAL_BTL_USNIC_SEQ_NEW_OOO != cls) {
+    if (!is_next_in_order(ep, seq) || ep->rx.rcvd[(opal_btl_usnic_seq_t) (seq + 1) % ep->window]) {
         return false;
     }
     /* The window mark and the ACK are not deferred: if the PML re-enters
@@ -302,7 +416,7 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
-    eng->wire->deliver(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
+    deliver_one(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
     *ep_p = ep;
     return true;
 }

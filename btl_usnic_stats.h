@@ -32,6 +32,8 @@
     X(num_oow_low_recvs,    "Segments below the receive window dropped (already delivered)") \
     X(num_oow_high_recvs,   "Segments beyond the receive window dropped") \
     X(num_badfrag_recvs,    "Chunks dropped because their reassembly slot was busy") \
+    X(num_held_frags,       "Fragments complete ahead of an earlier one, held back to reach the PML in order") \
+    X(num_drop_no_memory,   "Segments dropped un-ACKed for want of memory to hold or reassemble them") \
     X(num_old_dup_acks,     "Stale ACKs ignored") \
     X(num_dup_acks,         "Duplicate ACKs received") \
     X(num_invalid_recvs,    "Invalid datagrams dropped (all reasons)") \

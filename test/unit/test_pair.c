@@ -44,8 +44,8 @@
  * offers (alloc+send with and without BTL ownership and "always callback",
  * prepare_src of a user buffer, sendi).
  *
- * Checked at the end of every case: each fragment delivered exactly once
- * and byte-identical, nothing else delivered; every PML callback that was
+ * Checked at the end of every case: each fragment delivered exactly once,
+ * in the order it was submitted, and byte-identical, nothing else delivered; every PML callback that was
  * due made exactly once with OPAL_SUCCESS and no other; each sequence
  * number accepted exactly once; no invalid datagram seen; the
  * retransmission bound (below); both windows drained, no timer armed,
@@ -144,6 +144,8 @@ typedef struct side_t {
     /* receiving (what the peer sent us) */
     unsigned rx_count[MAXFRAGS];
     unsigned rx_bad, rx_extra;
+    int rx_next;                    /* the fragment the PML should get next */
+    unsigned rx_out_of_order;       /* fragments handed over before an earlier one */
     /* fast receive path: a deferred finish */
     bool use_fast_recv;
     bool fast_pending;
@@ -333,6 +335,10 @@ static void sim_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     }
     const txfrag_t *t = &peer->tx[tag];
     ++s->rx_count[tag];
+    if (tag != s->rx_next) {
+        ++s->rx_out_of_order; /* the PML must see them in the order they were sent */
+    }
+    s->rx_next = tag + 1;
     if (len != t->size || (len > 0 && 0 != memcmp(data, t->want, len))) {
         ++s->rx_bad;
     }
@@ -725,6 +731,7 @@ static sim_result_t run_case(const sim_case_t *c)
         ok = CHECK_EQ(dups, 0) && ok;
         ok = CHECK_EQ(rx->rx_bad, 0) && ok;
         ok = CHECK_EQ(rx->rx_extra, 0) && ok;
+        ok = CHECK_EQ(rx->rx_out_of_order, 0) && ok;
         /* each sequence number accepted once: first transmissions = accepted segments */
         uint64_t want = expected_segments(tx);
         opal_btl_usnic_stats_t *ts = &tx->fx.eng.stats, *rs = &rx->fx.eng.stats;
@@ -743,8 +750,10 @@ static sim_result_t run_case(const sim_case_t *c)
         }
         ok = CHECK_EQ(cb_bad, 0) && ok;
         if (!ok) {
-            FAILF("case \"%s\", direction %s: missing %u, duplicated %u, corrupt %u, unknown %u, callback errors %u",
-                  c->name, d == 0 ? "A->B" : "B->A", missing, dups, rx->rx_bad, rx->rx_extra, cb_bad);
+            FAILF("case \"%s\", direction %s: missing %u, duplicated %u, corrupt %u, unknown %u, out of order %u, "
+                  "callback errors %u",
+                  c->name, d == 0 ? "A->B" : "B->A", missing, dups, rx->rx_bad, rx->rx_extra, rx->rx_out_of_order,
+                  cb_bad);
         }
         res.originals += want;
         res.resends += ts->num_resends;

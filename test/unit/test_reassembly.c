@@ -51,7 +51,7 @@ static void test_rx_frag_classify(void)
     CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 0xffffffffu, 1), RC(NEW));
     bool done = true;
     uint8_t data[100] = {1};
-    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 100, 0, data, 100, 7, &done), OPAL_SUCCESS);
+    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 100, 0, data, 100, 7, 77, &done), OPAL_SUCCESS);
     CHECK(!done);
     CHECK_EQ(slot.frag_id, 5);
     CHECK_EQ(slot.size, 3000);
@@ -96,8 +96,10 @@ static void test_rx_frag_add_all_orders(void)
                 if (0 != k) {
                     CHECK(!opal_btl_usnic_rx_frag_has(&slot, (uint32_t) off));
                 }
+                /* chunk c carries sequence number 0xfffffffe + c: across the wrap */
                 CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 42, (uint32_t) size, (uint32_t) cs, (uint32_t) off,
-                                                    src + off, (uint32_t) len, 9, &done),
+                                                    src + off, (uint32_t) len, 9, (opal_btl_usnic_seq_t) (0xfffffffeu + c),
+                                                    &done),
                          OPAL_SUCCESS);
                 if (done) {
                     ++completions;
@@ -108,6 +110,7 @@ static void test_rx_frag_add_all_orders(void)
             ok = CHECK_EQ(completed_at, n - 1) && ok;
             ok = CHECK_EQ(slot.bytes_left, 0) && ok;
             ok = CHECK_MEM(slot.buf, src, size) && ok;
+            ok = CHECK_EQ_U(slot.last_seq, (opal_btl_usnic_seq_t) (0xfffffffeu + n - 1)) && ok; /* its last segment */
             if (!ok) {
                 fprintf(stderr, "  size %zu, chunk %zu, %s order\n", size, cs, order_name(kind));
             }
@@ -267,14 +270,18 @@ static void test_reassembly_interleaved_fragments(void)
     fx_recv(&fx, buf, chunk_seg(buf, &a, 2, 2, 1));
     fx_recv(&fx, buf, chunk_seg(buf, &b, 0, 3, 2));
     fx_recv(&fx, buf, chunk_seg(buf, &a, 0, 0, 1));
-    fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 5, 2)); /* b complete first */
-    REQUIRE_EQ(fx.ndels, 1);
-    CHECK_EQ(fx.dels[0].tag, 2);
-    CHECK_MEM(fx.dels[0].data, b.data, b.size);
-    fx_recv(&fx, buf, chunk_seg(buf, &a, 1, 1, 1));
+    fx_recv(&fx, buf, chunk_seg(buf, &b, 2, 5, 2)); /* b complete first: it waits for a */
+    CHECK_EQ(fx.ndels, 0);
+    CHECK_EQ(ep->rx.nheld, 1);
+    CHECK_EQ(ep->rx.frags[2].frag_id, 0); /* b's slot is free already */
+    fx_recv(&fx, buf, chunk_seg(buf, &a, 1, 1, 1)); /* a completes: a, then b */
     REQUIRE_EQ(fx.ndels, 2);
-    CHECK_EQ(fx.dels[1].tag, 1);
-    CHECK_MEM(fx.dels[1].data, a.data, a.size);
+    CHECK_EQ(fx.dels[0].tag, 1);
+    CHECK_MEM(fx.dels[0].data, a.data, a.size);
+    CHECK_EQ(fx.dels[1].tag, 2);
+    CHECK_MEM(fx.dels[1].data, b.data, b.size);
+    CHECK_EQ(ep->rx.nheld, 0);
+    CHECK_EQ_U(fx.eng.stats.num_held_frags, 2); /* both waited: a's last segment came after the hole */
     CHECK_EQ_U(ep->rx.next_expected, 6);
     free(a.data);
     free(b.data);

@@ -94,6 +94,8 @@ typedef struct opal_btl_usnic_module_t {
 
     mca_btl_base_module_error_cb_fn_t pml_error_cb;
     bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
+    bool fast_in_upcall;       /* a fast-path receive is with the PML: no nested fast path, whose
+                                  deferred bookkeeping would overwrite this one's */
     bool prio_found_empty;     /* the fast path just found the priority CQ empty:
                                   the full pass that follows need not read it again */
     opal_btl_usnic_endpoint_t *fast_deferred_ep;

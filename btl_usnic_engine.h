@@ -271,6 +271,18 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
  */
 bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+/* What a receiver holds of one peer's stream (statistics: why a sender
+ * might wait) */
+typedef struct opal_btl_usnic_rx_state_t {
+    opal_btl_usnic_seq_t next_expected; /* the first sequence number not yet received */
+    uint32_t ahead;                     /* segments received beyond it */
+    uint32_t holes;                     /* missing sequence numbers below the highest received */
+    uint32_t held;                      /* complete fragments waiting for earlier ones */
+    uint32_t slots;                     /* reassembly slots in use */
+} opal_btl_usnic_rx_state_t;
+
+void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st);
+
 /* Free the fragments |ep| holds back for in-order delivery (teardown). */
 void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep);
 

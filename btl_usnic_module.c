@@ -417,7 +417,12 @@ static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg
 {
     if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
         count_oversized(module);
-    } else if (len >= module->prefix) {
+    } else if (OPAL_UNLIKELY(len < module->prefix)) {
+        /* not even the provider's prefix: no header of ours to look at */
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_truncated);
+    } else {
         ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
         opal_btl_usnic_recv_segment(&module->eng, lookup_sender, rseg->buf + module->prefix, len - module->prefix);
         --module->eng.rx_buffers_held;
@@ -494,7 +499,7 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
     opal_btl_usnic_engine_set_time(&module->eng, now);
     opal_btl_usnic_channel_t *chan = &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     struct fi_cq_msg_entry comp;
-    if (module->fast_deferred_valid) {
+    if (module->fast_deferred_valid || module->fast_in_upcall) {
         return false;
     }
     ssize_t n = fi_cq_read(chan->cq, &comp, 1);
@@ -507,9 +512,12 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
         ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
-        if (comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len) &&
-            opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
-                                     comp.len - module->prefix, &ep)) {
+        module->fast_in_upcall = true;
+        bool taken = comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len) &&
+                     opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
+                                              comp.len - module->prefix, &ep);
+        module->fast_in_upcall = false;
+        if (taken) {
             module->fast_deferred_valid = true;
             module->fast_deferred_ep = ep;
             module->fast_deferred_rseg = rseg;

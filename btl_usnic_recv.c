@@ -107,6 +107,27 @@ void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
     ep->rx.nheld = 0;
 }
 
+void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->next_expected = ep->rx.next_expected;
+    st->held = ep->rx.nheld;
+    if (NULL == ep->rx.rcvd) {
+        return;
+    }
+    uint32_t highest = 0; /* offset from next_expected; 0: nothing ahead (next_expected itself is missing) */
+    for (uint32_t i = 1; i < ep->window; ++i) {
+        if (ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+            ++st->ahead;
+            highest = i;
+        }
+    }
+    st->holes = (0 == highest) ? 0 : highest + 1 - st->ahead;
+    for (uint32_t i = 0; i < ep->window; ++i) {
+        st->slots += 0 != ep->rx.frags[i].frag_id;
+    }
+}
+
 /* One upcall; fragments completing meanwhile (nested progress) wait */
 static void deliver_one(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
                         size_t len)
@@ -417,6 +438,7 @@ bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_looku
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     deliver_one(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
+    deliver_held(eng, ep); /* what completed through nested progress while the PML had it */
     *ep_p = ep;
     return true;
 }

@@ -11,7 +11,9 @@
  */
 #include "stress.h"
 
+#include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,18 @@ static volatile const char *wd_phase = "start";
 static volatile time_t wd_since;
 static int wd_limit;
 static int wd_rank;
+static pthread_t wd_main;
+static volatile int wd_dumped;
+
+/* SIGUSR1 in the main thread: where it is stuck, for the log */
+static void dump_stack(int sig)
+{
+    (void) sig;
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    backtrace_symbols_fd(frames, n, STDOUT_FILENO);
+    wd_dumped = 1;
+}
 
 static void *watchdog_main(void *arg)
 {
@@ -49,8 +63,13 @@ static void *watchdog_main(void *arg)
         sleep(1);
         time_t now = time(NULL);
         if (wd_limit > 0 && wd_case >= 0 && now - wd_since > wd_limit) {
-            fprintf(stdout, "FAIL stress: rank %d: case %ld stuck in \"%s\" for %ld s: a hang\n", wd_rank, wd_case,
-                    (const char *) wd_phase, (long) (now - wd_since));
+            fprintf(stdout, "FAIL stress: rank %d: case %ld stuck in \"%s\" for %ld s: a hang; its stack:\n", wd_rank,
+                    wd_case, (const char *) wd_phase, (long) (now - wd_since));
+            fflush(stdout);
+            pthread_kill(wd_main, SIGUSR1);
+            for (int i = 0; i < 20 && !wd_dumped; ++i) {
+                usleep(100000);
+            }
             fflush(stdout);
             _exit(3);
         }
@@ -307,6 +326,8 @@ int main(int argc, char **argv)
     wd_rank = rank;
     wd_limit = o.watchdog;
     pthread_t wd;
+    wd_main = pthread_self();
+    signal(SIGUSR1, dump_stack);
     pthread_create(&wd, NULL, watchdog_main, NULL);
     static const char *const pvar_names[] = {"btl_usnic_num_total_sends"};
     usnic_pvars_t pv;

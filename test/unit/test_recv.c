@@ -457,6 +457,75 @@ static void test_delivery_waits_for_running_upcall(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_classify_edges), UNIT_TEST(test_delivery_waits_for_running_upcall), UNIT_TEST(test_classify_walk), UNIT_TEST(test_full_receive_window),
+/* The same through the fast path: what completed during its upcall is
+ * handed over when the upcall returns, not at the next arrival */
+static void nested_fast_hook(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data, size_t len)
+{
+    (void) ep;
+    (void) tag;
+    (void) len;
+    uint32_t seq;
+    memcpy(&seq, data, sizeof(seq));
+    ++nested_depth;
+    nested_max_depth = nested_depth > nested_max_depth ? nested_depth : nested_max_depth;
+    if (200 == seq) {
+        rx(fx, 202);
+        rx(fx, 201);
+    }
+    --nested_depth;
+}
+
+static void test_fast_path_delivers_what_came_during_upcall(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 200);
+    fx.deliver_hook = nested_fast_hook;
+    nested_depth = nested_max_depth = 0;
+    uint8_t buf[64];
+    uint32_t seq = 200;
+    size_t len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 7, &seq, sizeof(seq));
+    opal_btl_usnic_endpoint_t *got = NULL;
+    REQUIRE(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got));
+    REQUIRE_EQ(fx.ndels, 3); /* 200, then 201 and 202 before recv_fast returned */
+    for (uint32_t d = 0; d < 3; ++d) {
+        uint32_t v;
+        memcpy(&v, fx.dels[d].data, sizeof(v));
+        CHECK_EQ_U(v, 200 + d);
+    }
+    CHECK_EQ(nested_max_depth, 1);
+    CHECK_EQ(ep->rx.nheld, 0);
+    opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
+    fx_fini(&fx);
+}
+
+/* The receive state the statistics print: ahead, holes, held, slots */
+static void test_rx_state(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 0xfffffffeu);
+    opal_btl_usnic_rx_state_t st;
+    opal_btl_usnic_rx_state(ep, &st);
+    CHECK_EQ_U(st.next_expected, 0xfffffffeu);
+    CHECK_EQ(st.ahead + st.holes + st.held + st.slots, 0);
+    rx(&fx, 0xfffffffeu + 2); /* hole at +0 and +1 */
+    rx(&fx, 0xfffffffeu + 5); /* and at +3, +4 */
+    opal_btl_usnic_rx_state(ep, &st);
+    CHECK_EQ(st.ahead, 2);
+    CHECK_EQ(st.holes, 4);
+    CHECK_EQ(st.held, 2);
+    CHECK_EQ(st.slots, 0);
+    uint8_t buf[FX_MTU], data[100] = {0};
+    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0xfffffffeu + 3, 7, 9, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
+    opal_btl_usnic_rx_state(ep, &st);
+    CHECK_EQ(st.ahead, 3);
+    CHECK_EQ(st.holes, 3);
+    CHECK_EQ(st.slots, 1);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_classify_edges), UNIT_TEST(test_delivery_waits_for_running_upcall),
+          UNIT_TEST(test_fast_path_delivers_what_came_during_upcall), UNIT_TEST(test_rx_state), UNIT_TEST(test_classify_walk), UNIT_TEST(test_full_receive_window),
           UNIT_TEST(test_scrambled_stream_across_wrap), UNIT_TEST(test_fast_receive_path),
           UNIT_TEST(test_rx_rounded_window_delivery_across_wrap))

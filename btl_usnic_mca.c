@@ -388,7 +388,7 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
     opal_output(0, "%s", line);
     opal_list_item_t *item;
     OPAL_LIST_FOREACH (item, &module->all_endpoints, opal_list_item_t) {
-        const opal_btl_usnic_endpoint_t *ep = (const opal_btl_usnic_endpoint_t *) item;
+        opal_btl_usnic_endpoint_t *ep = (opal_btl_usnic_endpoint_t *) item;
         opal_btl_usnic_rx_state_t rx;
         opal_btl_usnic_rx_state(ep, &rx);
         /* the sending side (what we wait for) and the receiving side

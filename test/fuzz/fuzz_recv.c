@@ -49,16 +49,22 @@
  * key and the address is an offset from the region's base.
  *
  * Checked after every datagram (abort() with a message on violation):
- * one datagram is counted once; at most one delivery; only a valid header
- * from a known peer with a new (in-window, not yet received) sequence number
- * is accepted, and no (peer, seq) is ever accepted twice; a FRAG delivers
- * exactly its payload from inside the datagram; a chunked fragment is
- * delivered only complete, with exactly the bytes of the chunks accepted
- * for it (a shadow reassembly), each byte written once; delivered lengths
- * <= max_send_size; next_expected only moves forward, by at most the
- * window, and only for an accepted in-order segment; reassembly slots agree
- * with the shadow; un-ACKed segments <= window; timer notifications agree
- * with the engine; a PUT takes its sequence number iff it is new and
+ * one datagram is counted once; only a valid header from a known peer with
+ * a new (in-window, not yet received) sequence number is accepted, and no
+ * (peer, seq) is ever accepted twice; a datagram that is not accepted
+ * delivers nothing; an accepted FRAG, and a chunked fragment once the
+ * chunks accepted for it (a shadow reassembly, each byte written once)
+ * complete it, join the peer's queue of expected deliveries, keyed by the
+ * sequence number of their last segment; every delivery is the head of
+ * that queue, byte-identical, with everything up to its last segment
+ * received (so the PML gets a peer's fragments in sequence order, each
+ * once, and never a byte that did not arrive), never inside another
+ * upcall for the same peer, and <= max_send_size; between top-level
+ * datagrams nothing deliverable is left waiting and the engine holds
+ * exactly the queued ones; next_expected only moves forward, by at most
+ * the window, and only for an accepted in-order segment; reassembly slots
+ * agree with the shadow; un-ACKed segments <= window; timer notifications
+ * agree with the engine; a PUT takes its sequence number iff it is new and
  * allowed (live region, key, peer, range: written; deregistered region:
  * discarded), and region memory changes exactly by the PUTs written
  * (shadow copies).  ASan checks that everything read lies inside the
@@ -137,17 +143,27 @@ typedef struct {
     uint32_t frag_id, frag_size, offset;
     opal_btl_usnic_put_verdict_t put;  /* what a PUT deserves */
     uint64_t put_addr;
-    unsigned delivered;
-    bool shadow_done;          /* chunk already added to the shadow */
+    unsigned delivered;        /* upcalls while it was the innermost datagram */
+    bool absorbed;             /* accepted, and taken into the model */
     fz_count_t nested;         /* what datagrams received inside its callback did */
 } fz_frame_t;
 
 /* What a reassembly must deliver, built from the chunks the engine accepted */
 typedef struct {
     uint32_t frag_id, size, covered;
+    uint32_t last_seq;         /* highest sequence number among its chunks */
     uint8_t tag;
     uint8_t *data, *count;
 } fz_shadow_t;
+
+/* A complete fragment the PML must get, once, when its turn comes */
+typedef struct fz_expect_t {
+    struct fz_expect_t *next;  /* sorted by seq */
+    uint32_t seq;              /* its last segment's sequence number */
+    uint8_t tag;
+    size_t len;
+    uint8_t *data;
+} fz_expect_t;
 
 static struct {
     fx_t fx;
@@ -159,6 +175,9 @@ static struct {
     fz_frame_t *stack[FZ_MAX_DEPTH];
     int depth;
     fz_shadow_t shadow[FZ_NPEERS + 1][FZ_MAX_WINDOW];
+    fz_expect_t *expect[FZ_NPEERS + 1];
+    uint32_t nexpect[FZ_NPEERS + 1];
+    bool in_upcall[FZ_NPEERS + 1];
     struct {
         uint32_t peer, seq;
     } accepted[FZ_MAX_ACCEPTED];
@@ -296,6 +315,7 @@ static void shadow_accept(fz_frame_t *f)
         s->frag_id = f->frag_id;
         s->size = f->frag_size;
         s->tag = f->tag;
+        s->last_seq = f->seq;
         s->data = (uint8_t *) malloc(s->size);
         s->count = (uint8_t *) calloc(s->size, 1);
         FZ_CHECK(NULL != s->data && NULL != s->count);
@@ -306,47 +326,91 @@ static void shadow_accept(fz_frame_t *f)
     }
     memcpy(s->data + f->offset, f->buf + sizeof(opal_btl_usnic_chunk_hdr_t), f->payload);
     s->covered += (uint32_t) f->payload;
-    f->shadow_done = true;
+    if (opal_btl_usnic_seq_gt(f->seq, s->last_seq)) {
+        s->last_seq = f->seq;
+    }
 }
 
-static void shadow_deliver(fz_frame_t *f, uint8_t tag, const void *data, size_t len)
+/* |peer| must get |len| bytes at |data| (copied) once everything up to
+ * |seq| has arrived */
+static void expect_push(uint32_t peer, uint32_t seq, uint8_t tag, const uint8_t *data, size_t len)
 {
-    fz_shadow_t *s = &S.shadow[f->peer][f->frag_id % S.window];
-    FZ_CHECK(s->frag_id == f->frag_id);
-    FZ_CHECK(s->covered == s->size); /* complete: no byte that never arrived */
-    FZ_CHECK(len == s->size && tag == s->tag);
-    FZ_CHECK(0 == memcmp(data, s->data, len));
-    shadow_free(s); /* before any nested receive: the slot is free again */
+    fz_expect_t *e = (fz_expect_t *) calloc(1, sizeof(*e));
+    FZ_CHECK(NULL != e);
+    e->seq = seq;
+    e->tag = tag;
+    e->len = len;
+    e->data = (uint8_t *) malloc(len ? len : 1);
+    FZ_CHECK(NULL != e->data);
+    memcpy(e->data, data, len);
+    fz_expect_t **at = &S.expect[peer];
+    while (NULL != *at && opal_btl_usnic_seq_lt((*at)->seq, seq)) {
+        at = &(*at)->next;
+    }
+    FZ_CHECK(NULL == *at || (*at)->seq != seq); /* one fragment ends at each sequence number */
+    e->next = *at;
+    *at = e;
+    ++S.nexpect[peer];
+}
+
+static void expect_free(fz_expect_t *e)
+{
+    free(e->data);
+    free(e);
+}
+
+/* |f| was accepted (the engine marked its sequence number): what the PML
+ * must now get from it, if anything */
+static void frame_absorb(fz_frame_t *f)
+{
+    if (f->absorbed || !f->valid || NULL == f->ep || OPAL_BTL_USNIC_PKT_ACK == f->type || !is_new(f->cls) ||
+        is_new(opal_btl_usnic_seq_classify(f->ep, f->seq))) {
+        return;
+    }
+    f->absorbed = true;
+    if (OPAL_BTL_USNIC_PKT_FRAG == f->type) {
+        expect_push(f->peer, f->seq, f->tag, f->buf + sizeof(opal_btl_usnic_hdr_t), f->payload);
+    } else if (OPAL_BTL_USNIC_PKT_CHUNK == f->type) {
+        shadow_accept(f);
+        fz_shadow_t *s = &S.shadow[f->peer][f->frag_id % S.window];
+        if (s->covered == s->size) { /* complete: the slot is free again */
+            expect_push(f->peer, s->last_seq, s->tag, s->data, s->size);
+            shadow_free(s);
+        }
+    }
 }
 
 static void fz_deliver_hook(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data, size_t len)
 {
     FZ_CHECK(!S.in_action && S.depth > 0); /* only a receive delivers */
-    fz_frame_t *f = S.stack[S.depth - 1];
-    ++f->delivered;
-    ++S.ndelivered;
-    FZ_CHECK(f->valid && ep == f->ep && is_new(f->cls));
-    /* marked received before the upcall: a copy arriving from inside the
-     * callback must look like a duplicate */
-    FZ_CHECK(!is_new(opal_btl_usnic_seq_classify(ep, f->seq)));
-    FZ_CHECK(len <= fx->eng.p.max_send_size);
-    if (OPAL_BTL_USNIC_PKT_FRAG == f->type) {
-        FZ_CHECK((const uint8_t *) data == f->buf + sizeof(opal_btl_usnic_hdr_t));
-        FZ_CHECK(len == f->payload && tag == f->tag);
-    } else {
-        FZ_CHECK(OPAL_BTL_USNIC_PKT_CHUNK == f->type); /* nothing else is for the PML */
-        shadow_accept(f); /* the engine accepts a chunk before it completes the fragment */
-        shadow_deliver(f, tag, data, len);
+    for (int d = 0; d < S.depth; ++d) {
+        frame_absorb(S.stack[d]); /* marked received before any upcall */
     }
+    uint32_t peer = ep->peer_id;
+    FZ_CHECK(peer >= 1 && peer <= FZ_NPEERS && ep == S.ep[peer]);
+    FZ_CHECK(!S.in_upcall[peer]); /* nothing overtakes the fragment the PML is looking at */
+    fz_expect_t *e = S.expect[peer];
+    FZ_CHECK(NULL != e);           /* the PML gets only what was accepted, and once */
+    S.expect[peer] = e->next;
+    --S.nexpect[peer];
+    FZ_CHECK(opal_btl_usnic_seq_lt(e->seq, ep->rx.next_expected)); /* its turn: all before it arrived */
+    FZ_CHECK(len == e->len && tag == e->tag);
+    FZ_CHECK(0 == memcmp(data, e->data, len));
+    FZ_CHECK(len <= fx->eng.p.max_send_size);
+    expect_free(e);
+    ++S.stack[S.depth - 1]->delivered;
+    ++S.ndelivered;
 #ifdef FUZZ_SELFTEST
     if (len >= 4 && 0 == memcmp(data, "BOOM", 4)) {
         __builtin_trap();
     }
 #endif
     /* The PML may progress from its callback: receive nested datagrams here */
+    S.in_upcall[peer] = true;
     while (S.next < S.nrec && S.rec[S.next].nested && S.depth < FZ_MAX_DEPTH) {
         run_record(&S.rec[S.next++]);
     }
+    S.in_upcall[peer] = false;
 }
 
 static bool was_accepted(uint32_t peer, uint32_t seq)
@@ -373,7 +437,6 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
     bool accepted = data && is_new(f->cls) && !is_new(opal_btl_usnic_seq_classify(f->ep, f->seq));
     bool frag_or_chunk = OPAL_BTL_USNIC_PKT_FRAG == f->type || OPAL_BTL_USNIC_PKT_CHUNK == f->type;
     FZ_CHECK(1 == total);
-    FZ_CHECK(f->delivered <= 1);
     FZ_CHECK(counted == ((accepted && frag_or_chunk) ? 1u : 0u));
     if (data && OPAL_BTL_USNIC_PKT_PUT == f->type) {
         /* a PUT it may not write never takes the sequence number of a genuine one */
@@ -388,7 +451,7 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
         FZ_CHECK(invalid >= 1);
     }
     if (!accepted) {
-        FZ_CHECK(0 == f->delivered);
+        FZ_CHECK(0 == f->delivered); /* only an arrival that is taken can make a fragment's turn come */
     } else {
         FZ_CHECK(!was_accepted(f->peer, f->seq)); /* no duplicate ever reaches the PML */
         if (S.naccepted < FZ_MAX_ACCEPTED) {
@@ -396,13 +459,7 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
             S.accepted[S.naccepted].seq = f->seq;
             ++S.naccepted;
         }
-        if (OPAL_BTL_USNIC_PKT_FRAG == f->type) {
-            FZ_CHECK(1 == f->delivered);
-        } else if (OPAL_BTL_USNIC_PKT_CHUNK == f->type && !f->shadow_done) {
-            shadow_accept(f);
-        } else if (!frag_or_chunk) {
-            FZ_CHECK(0 == f->delivered); /* other data segments are not for the PML */
-        }
+        frame_absorb(f);
     }
     for (uint32_t p = 1; p <= FZ_NPEERS; ++p) {
         uint32_t moved = after->next_expected[p] - before->next_expected[p] - f->nested.next_expected[p];
@@ -421,6 +478,12 @@ static void check_endpoints(void)
 {
     for (uint32_t p = 1; p <= FZ_NPEERS; ++p) {
         opal_btl_usnic_endpoint_t *ep = S.ep[p];
+        if (0 == S.depth) {
+            /* no upcall running: nothing whose turn came still waits, and
+             * the engine holds exactly the fragments queued here */
+            FZ_CHECK(NULL == S.expect[p] || !opal_btl_usnic_seq_lt(S.expect[p]->seq, ep->rx.next_expected));
+            FZ_CHECK(ep->rx.nheld == S.nexpect[p]);
+        }
         FZ_CHECK(ep->window == S.window);
         FZ_CHECK(0 == ep->rx.rcvd[ep->rx.next_expected % S.window]);
         FZ_CHECK(opal_btl_usnic_endpoint_in_flight(ep) <= S.window);
@@ -490,7 +553,8 @@ static void run_record(const fz_record_t *r)
     if (S.fast) {
         opal_btl_usnic_endpoint_t *ep = NULL;
         if (opal_btl_usnic_recv_fast(&S.fx.eng, fx_lookup, buf, r->len, &ep)) {
-            FZ_CHECK(ep == f.ep && OPAL_BTL_USNIC_PKT_FRAG == f.type && 1 == f.delivered);
+            /* its own fragment, then any that completed during its upcall */
+            FZ_CHECK(ep == f.ep && OPAL_BTL_USNIC_PKT_FRAG == f.type && f.delivered >= 1);
             opal_btl_usnic_recv_fast_finish(&S.fx.eng, ep, buf);
         } else {
             FZ_CHECK(0 == f.delivered && before.total == S.fx.eng.stats.num_total_recvs);
@@ -594,7 +658,7 @@ static void report(void)
             "fuzz-report: dels=%zu frag=%llu chunk=%llu fast=%llu dup=%llu old=%llu toonew=%llu busy=%llu "
             "invalid=%llu truncated=%llu magic=%llu version=%llu cookie=%llu type=%llu unknown=%llu "
             "badchunk=%llu put=%llu putdead=%llu badput=%llu acks=%llu oldacks=%llu dupacks=%llu fastre=%llu "
-            "timeoutre=%llu ne1=%u ne2=%u acked1=%u acked2=%u\n",
+            "timeoutre=%llu held=%llu ne1=%u ne2=%u acked1=%u acked2=%u\n",
             S.ndelivered, (unsigned long long) st->num_frag_recvs, (unsigned long long) st->num_chunk_recvs,
             (unsigned long long) st->num_fast_recvs, (unsigned long long) st->num_dup_recvs,
             (unsigned long long) st->num_oow_low_recvs, (unsigned long long) st->num_oow_high_recvs,
@@ -607,6 +671,7 @@ static void report(void)
             (unsigned long long) st->num_ack_recvs,
             (unsigned long long) st->num_old_dup_acks, (unsigned long long) st->num_dup_acks,
             (unsigned long long) st->num_fast_retrans, (unsigned long long) st->num_timeout_retrans,
+            (unsigned long long) st->num_held_frags,
             /* progress of the receive windows and of our sends, from the ISNs */
             S.ep[1]->rx.next_expected - S.rx_isn, S.ep[2]->rx.next_expected - S.rx_isn,
             S.ep[1]->tx.acked_seq + 1 - S.tx_isn, S.ep[2]->tx.acked_seq + 1 - S.tx_isn);
@@ -647,6 +712,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (uint32_t p = 1; p <= FZ_NPEERS; ++p) {
         for (uint32_t i = 0; i < FZ_MAX_WINDOW; ++i) {
             shadow_free(&S.shadow[p][i]);
+        }
+        while (NULL != S.expect[p]) {
+            fz_expect_t *e = S.expect[p];
+            S.expect[p] = e->next;
+            expect_free(e);
         }
     }
     /* Teardown as the module does it (endpoint_release, channel_close):

@@ -516,7 +516,7 @@ static void test_rx_state(void)
     CHECK_EQ(st.holes, 4);
     CHECK_EQ(st.held, 2);
     CHECK_EQ(st.slots, 0);
-    uint8_t buf[FX_MTU], data[100] = {0};
+    uint8_t buf[FX_MTU], data[FX_MAX_CHUNK_PAYLOAD] = {0};
     fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0xfffffffeu + 3, 7, 9, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
     opal_btl_usnic_rx_state(ep, &st);
     CHECK_EQ(st.ahead, 3);

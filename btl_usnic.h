@@ -64,6 +64,8 @@ typedef struct opal_btl_usnic_channel_t {
     opal_btl_usnic_recv_seg_t *rsegs;
     uint8_t *rbufs;
     size_t rbuf_stride;
+    opal_btl_usnic_recv_seg_t **unposted; /* buffers the provider refused to take back: retried each pass */
+    int nunposted;
 } opal_btl_usnic_channel_t;
 
 typedef struct opal_btl_usnic_module_t {

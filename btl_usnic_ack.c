@@ -122,6 +122,8 @@
  */
 #include "opal_config.h"
 
+#include <stdio.h>
+
 #include "btl_usnic_engine.h"
 
 /* ----- sender side ----- */
@@ -480,6 +482,20 @@ void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     }
     seg->ep->timer.last_timeout = eng->now;
     OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
+}
+
+void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                                        char *out, size_t len)
+{
+    if (0 == ep->timer.last_heard) {
+        snprintf(out, len, "never");
+    } else {
+        uint64_t ago = eng->now - ep->timer.last_heard;
+        snprintf(out, len, "%llu.%03llu s ago%s", (unsigned long long) (ago / 1000000),
+                 (unsigned long long) (ago / 1000 % 1000),
+                 ago < eng->p.peer_timeout / 2 ? " (alive, but not taking our data: a stuck peer, not a dead one)"
+                                                : "");
+    }
 }
 
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */

@@ -336,6 +336,11 @@ void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
  */
 void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng);
 
+/* When |ep| was last heard from (any ACK, also on data), in words, for
+ * the peer timeout message: a peer heard from lately is stuck, not dead. */
+void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                                        char *out, size_t len);
+
 /* The retransmit timer of |seg| expired: queue it for retransmission. */
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
 

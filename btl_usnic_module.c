@@ -270,9 +270,11 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     ep->failed = true;
     const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
     if (OPAL_ERR_TIMEOUT == rc) {
+        char heard[64];
+        opal_btl_usnic_describe_last_heard(eng, ep, heard, sizeof(heard));
         opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
                                  ep->peer_id, mca_btl_usnic_component.peer_timeout,
-                                 opal_btl_usnic_endpoint_in_flight(ep));
+                                 opal_btl_usnic_endpoint_in_flight(ep), heard);
     } else {
         opal_btl_usnic_show_help(false, "peer unreachable", opal_process_info.nodename, module->if_name, peer_host,
                                  ep->peer_id, opal_strerror(rc));
@@ -307,12 +309,34 @@ static opal_btl_usnic_recv_seg_t *recv_seg_of_ctx(void *ctx)
 static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[rseg->channel];
-    ssize_t rc;
-    do {
-        rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE, NULL,
-                     FI_ADDR_UNSPEC, rseg->wire_ctx);
-    } while (-FI_EAGAIN == rc);
+    ssize_t rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE, NULL,
+                         FI_ADDR_UNSPEC, rseg->wire_ctx);
     return (0 == rc) ? OPAL_SUCCESS : (int) rc;
+}
+
+/* Give a receive buffer back to the provider; one it refuses waits on the
+ * channel's list for the next pass (a buffer lost here would shrink the
+ * pool for good: the stall nobody could explain) */
+static void recv_repost(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
+{
+    opal_btl_usnic_channel_t *chan = &module->chan[rseg->channel];
+    if (OPAL_UNLIKELY(0 != chan->nunposted || OPAL_SUCCESS != recv_post(module, rseg))) {
+        chan->unposted[chan->nunposted++] = rseg; /* room for every buffer: allocated with the pool */
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_repost_delayed);
+    }
+}
+
+/* Retry the buffers the provider refused before, oldest first */
+static void recv_repost_pending(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    int done = 0;
+    while (done < chan->nunposted && OPAL_SUCCESS == recv_post(module, chan->unposted[done])) {
+        ++done;
+    }
+    if (done > 0) {
+        chan->nunposted -= done;
+        memmove(chan->unposted, chan->unposted + done, (size_t) chan->nunposted * sizeof(*chan->unposted));
+    }
 }
 
 static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
@@ -320,13 +344,20 @@ static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
     opal_btl_usnic_channel_t *chan = &module->chan[c];
     chan->rbuf_stride = (module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE + 63) & ~(size_t) 63;
     chan->rsegs = (opal_btl_usnic_recv_seg_t *) calloc(chan->rd_num, sizeof(*chan->rsegs));
-    if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs) {
+    chan->unposted = (opal_btl_usnic_recv_seg_t **) calloc(chan->rd_num, sizeof(*chan->unposted));
+    chan->nunposted = 0;
+    if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs ||
+        NULL == chan->unposted) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     for (int i = 0; i < chan->rd_num; ++i) {
         chan->rsegs[i].buf = chan->rbufs + i * chan->rbuf_stride;
         chan->rsegs[i].channel = c;
         int rc = recv_post(module, &chan->rsegs[i]);
+        if (-FI_EAGAIN == rc) {
+            chan->unposted[chan->nunposted++] = &chan->rsegs[i]; /* the provider's queue is shorter: later */
+            continue;
+        }
         if (OPAL_SUCCESS != rc) {
             show_fi_error(module, "fi_recv", rc);
             return OPAL_ERROR;
@@ -387,6 +418,9 @@ static void channel_close(opal_btl_usnic_channel_t *chan)
     }
     free(chan->rsegs);
     chan->rsegs = NULL;
+    free(chan->unposted);
+    chan->unposted = NULL;
+    chan->nunposted = 0;
     free(chan->rbufs);
     chan->rbufs = NULL;
 }
@@ -427,7 +461,7 @@ static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg
         opal_btl_usnic_recv_segment(&module->eng, lookup_sender, rseg->buf + module->prefix, len - module->prefix);
         --module->eng.rx_buffers_held;
     }
-    (void) recv_post(module, rseg);
+    recv_repost(module, rseg);
 }
 
 static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp)
@@ -454,7 +488,7 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
         if (FI_ETRUNC == err.err) {
             count_oversized(module); /* providers that report the overrun */
         }
-        (void) recv_post(module, recv_seg_of_ctx(err.op_context));
+        recv_repost(module, recv_seg_of_ctx(err.op_context));
     } else if (NULL != err.op_context && !is_inject_ctx(module, err.op_context)) {
         /* the datagram may not have left; retransmission covers it */
         opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(err.op_context));
@@ -489,7 +523,7 @@ static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
     if (module->fast_deferred_valid) {
         module->fast_deferred_valid = false;
         opal_btl_usnic_recv_fast_finish(&module->eng, module->fast_deferred_ep, module->fast_deferred_rseg->buf);
-        (void) recv_post(module, module->fast_deferred_rseg);
+        recv_repost(module, module->fast_deferred_rseg);
         --module->eng.rx_buffers_held;
     }
 }
@@ -536,6 +570,11 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now
         inject_release_held(module); /* never hold a datagram across passes */
     }
     finish_deferred_fast_recv(module);
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (OPAL_UNLIKELY(0 != module->chan[c].nunposted)) {
+            recv_repost_pending(module, &module->chan[c]);
+        }
+    }
     int count = 0;
     if (!module->prio_found_empty) {
         count += poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);

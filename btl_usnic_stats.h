@@ -47,6 +47,7 @@
     X(num_drop_bad_put,     "Datagrams dropped: PUT outside a live registered region (bad key, peer or range)") \
     X(num_drop_oversized,   "Datagrams dropped: longer than the receive buffer (the channel's MTU)") \
     X(num_recv_errors,      "Receive completions with an error") \
+    X(num_recv_repost_delayed, "Receive buffers the provider would not take back at once (re-posted on a later pass)") \
     X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \
     X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
     X(pml_send_callbacks,   "Send completion callbacks made to the PML") \

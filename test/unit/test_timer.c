@@ -811,6 +811,17 @@ static void test_peer_timeout_fires_once(void)
     CHECK_EQ(cbs[1].status, OPAL_ERR_UNREACH);
     CHECK_EQ(fx_resend_len(&fx), 0);
     CHECK(!ep->tx.on_flight_list);
+    /* the message says when the peer was last heard from: never, here;
+     * a peer that keeps sending duplicate ACKs is stuck, not dead */
+    char heard[96];
+    opal_btl_usnic_describe_last_heard(&fx.eng, ep, heard, sizeof(heard));
+    CHECK_STR(heard, "never");
+    ep->timer.last_heard = fx.eng.now - 1500;
+    opal_btl_usnic_describe_last_heard(&fx.eng, ep, heard, sizeof(heard));
+    CHECK_STR(heard, "0.001 s ago (alive, but not taking our data: a stuck peer, not a dead one)");
+    ep->timer.last_heard = fx.eng.now - 2 * pt;
+    opal_btl_usnic_describe_last_heard(&fx.eng, ep, heard, sizeof(heard));
+    CHECK_STR(heard, "0.020 s ago");
     /* nothing more: no calls, no posts, no timer */
     size_t posts = fx.nposts;
     for (t = 60000; t < 1000000; t += 7919) {

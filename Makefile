@@ -23,8 +23,10 @@ LDFLAGS_PAL = -L/usr/lib/x86_64-linux-gnu -lopen-pal
 # btl_usnic_hwloc.c calls hwloc directly (Debian's Open MPI uses the
 # external libhwloc; libhwloc-dev)
 LDLIBS_HWLOC = $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
+# datagram tags and key derivation (btl_usnic_auth.c; libsodium-dev)
+LDLIBS_SODIUM = $(shell pkg-config --libs libsodium 2>/dev/null || echo -lsodium)
 
-ENGINE_SRCS = btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_put.c
+ENGINE_SRCS = btl_usnic_auth.c btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_put.c
 COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_component.c btl_usnic_module.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
 HEADERS = $(wildcard *.h)
 
@@ -38,7 +40,7 @@ $(BUILD)/%.o: %.c $(HEADERS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 mca_btl_usnic.so: $(OBJS)
-	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC)
+	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC) $(LDLIBS_SODIUM)
 
 include test/unit/Makefile.inc
 

@@ -43,6 +43,11 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     char provider[OPAL_BTL_USNIC_MAX_PROVIDER_NAME];
     char if_name[16];           /* Linux interface, for messages */
     uint16_t probe_port;        /* connectivity agent's UDP port (host order), 0 = none */
+    uint8_t protection;         /* opal_btl_usnic_protect_t: both ends must agree */
+    uint8_t mac_algs;           /* OPAL_BTL_USNIC_MAC_* this process can run */
+    uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* senders derive their key toward us from it */
+    uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];   /* who we are when we send (random) */
+    uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* the connectivity agents' key (rank 0's is the job's) */
 } opal_btl_usnic_modex_t;
 
 /* A posted receive buffer */
@@ -81,6 +86,8 @@ typedef struct opal_btl_usnic_module_t {
     bool gather_send;           /* the provider sends two iovecs as one datagram */
     size_t inject_size;         /* datagrams up to this size go by fi_inject (no completion) */
     uint32_t link_speed_mbps;
+    uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* secret: published only in the modex */
+    uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];
 
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -165,6 +172,10 @@ typedef struct opal_btl_usnic_component_t {
     int bandwidth;              /* Mbps for the BML; 0 = link speed */
     int latency;                /* relative latency for the BML */
     int numa_latency_penalty;   /* latency added per NUMA step to a far device; 0 = off */
+    char *protection_name;      /* btl_usnic_protection */
+    int protection;             /* opal_btl_usnic_protect_t */
+    unsigned mac_algs;          /* OPAL_BTL_USNIC_MAC_* this process can run (libsodium, CPU) */
+    uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* published; rank 0's keys the connectivity agents */
 
     bool params_valid;
     int output;                 /* opal_output stream */

@@ -688,6 +688,7 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
      * releases it */
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     seg->channel = OPAL_BTL_USNIC_PRIORITY_CHANNEL;
+    opal_btl_usnic_seg_seal(eng, ep, seg);
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
     if (OPAL_SUCCESS != rc) {
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <libgen.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -357,6 +358,27 @@ static void stats_timer_start(void)
     c->stats_event_active = true;
 }
 
+/* libsodium and the kernel's randomness: without them no key can be
+ * made, and the BTL steps aside (saying why) rather than run unprotected */
+static bool auth_start(void)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    c->mac_algs = opal_btl_usnic_auth_init();
+    if (0 == c->mac_algs) {
+        opal_btl_usnic_show_help(true, "no crypto", opal_process_info.nodename, sodium_version_string());
+        return false;
+    }
+    if (0 != opal_btl_usnic_random(c->agent_key, sizeof(c->agent_key))) {
+        opal_btl_usnic_show_help(true, "no randomness", opal_process_info.nodename, "(all)", strerror(errno));
+        return false;
+    }
+    opal_btl_usnic_verbose(5, "datagram protection %s, tags by %s", c->protection_name,
+                           (c->mac_algs & OPAL_BTL_USNIC_MAC_AESGCM) ? "AES-256-GCM (or ChaCha20-Poly1305 with "
+                                                                       "peers without AES-NI)"
+                                                                     : "ChaCha20-Poly1305 (no AES-NI here)");
+    return true;
+}
+
 static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
                                                     bool enable_mpi_threads)
 {
@@ -368,6 +390,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     opal_btl_usnic_report_bad_params();
     if (!c->params_valid || !check_base_params()) {
         opal_btl_usnic_verbose(1, "disqualifying myself: bad parameter values");
+        return NULL;
+    }
+    if (!auth_start()) {
         return NULL;
     }
     /* Every process of the job derives the same cookie from the jobid */

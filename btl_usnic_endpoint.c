@@ -24,6 +24,10 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->tx.flight_item, opal_list_item_t);
     ep->tx.on_flight_list = false;
     memset(&ep->timer, 0, sizeof(ep->timer));
+    memset(&ep->tx.mac, 0, sizeof(ep->tx.mac));
+    memset(&ep->rx.mac, 0, sizeof(ep->rx.mac));
+    memset(&ep->rx.replay, 0, sizeof(ep->rx.replay));
+    ep->tx.nonce = 0;
     ep->tx.sent = NULL;
     ep->tx.on_rts_list = false;
     ep->tx.dup_acks = 0;
@@ -73,6 +77,8 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     }
     free(ep->rx.frags);
     opal_btl_usnic_held_free_all(ep);
+    opal_btl_usnic_mac_clear(&ep->tx.mac);
+    opal_btl_usnic_mac_clear(&ep->rx.mac);
     free(ep->rx.rcvd);
     free(ep->tx.sent);
     OBJ_DESTRUCT(&ep->tx.flight_item);
@@ -111,11 +117,21 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     ep->max_tiny_payload = eng->max_tiny_payload;
     ep->tx.next_seq = local_isn;
     ep->tx.acked_seq = local_isn - 1;
+    ep->tx.nonce = opal_btl_usnic_nonce_first(eng->nonce_generation++);
+    memset(&ep->rx.replay, 0, sizeof(ep->rx.replay));
     ep->tx.peer_credit = window; /* until the receiver's first grant */
     ep->rx.next_expected = peer_isn;
     ep->rx.last_ack_sent = peer_isn - 1;
     ep->rx.prev_ack_sent = peer_isn - 1;
     return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned alg,
+                                      const uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES],
+                                      const uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    opal_btl_usnic_mac_init(&ep->tx.mac, alg, tx_key);
+    opal_btl_usnic_mac_init(&ep->rx.mac, alg, rx_key);
 }
 
 void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu)

@@ -12,6 +12,7 @@
 #include "opal/class/opal_hotel.h"
 #include "opal/util/proc.h"
 
+#include "btl_usnic_auth.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_seq.h"
 
@@ -40,6 +41,8 @@ typedef struct mca_btl_base_endpoint_t {
         opal_list_item_t rts_item;       /* on the engine's endpoints_with_sends */
         bool on_flight_list;
         opal_list_item_t flight_item;    /* on the engine's endpoints_in_flight */
+        uint64_t nonce;                  /* of the next datagram we send it (btl_usnic_auth.h) */
+        opal_btl_usnic_mac_t mac;        /* our key toward it */
     } tx;
 
     /* Retransmission timing (RFC 6298).  The retransmit timer of an
@@ -87,6 +90,8 @@ typedef struct mca_btl_base_endpoint_t {
         uint64_t ack_due_time;           /* ... and not before this time (us) */
         bool on_ack_list;
         opal_list_item_t ack_item;       /* on the engine's endpoints_needing_ack */
+        opal_btl_usnic_mac_t mac;        /* its key toward us */
+        opal_btl_usnic_replay_t replay;  /* the nonces of its authentic datagrams */
     } rx;
 
     uint32_t window;                     /* segments; same on both sides */
@@ -112,6 +117,15 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, struct opal_btl_usnic_engine_t *eng,
                                      uint32_t window, opal_btl_usnic_seq_t local_isn,
                                      opal_btl_usnic_seq_t peer_isn);
+
+/**
+ * The keys of both directions: |alg| (OPAL_BTL_USNIC_MAC_*), our key
+ * toward the peer and the peer's toward us (btl_usnic_auth.h).  Needed
+ * unless the engine's protection is none.
+ */
+void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned alg,
+                                      const uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES],
+                                      const uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES]);
 
 /**
  * Lower |ep|'s datagram limits to what the peer can receive: |mtu| on its

@@ -22,6 +22,9 @@
 #include "opal/class/opal_free_list.h"
 #include "opal/mca/btl/btl.h"
 
+#include <string.h>
+
+#include "btl_usnic_auth.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_put.h"
@@ -63,7 +66,7 @@ typedef struct opal_btl_usnic_wire_ops_t {
 } opal_btl_usnic_wire_ops_t;
 
 typedef struct opal_btl_usnic_engine_params_t {
-    uint32_t cookie;              /* per-job cookie stamped on every segment */
+    int protect;                  /* opal_btl_usnic_protect_t: what every datagram's tag covers */
     uint32_t my_id;               /* our sender id */
     size_t prefix;                /* provider prefix bytes before each header */
     size_t mtu;                   /* max datagram (header + payload) on the data channel */
@@ -95,6 +98,7 @@ typedef struct opal_btl_usnic_engine_t {
     size_t max_tiny_payload;      /* PML bytes that fit the priority channel */
 
     uint64_t tick;                /* progress passes (paces explicit ACKs) */
+    uint32_t nonce_generation;    /* endpoints made so far: each one's nonces start above the last's */
     uint64_t now;                 /* us; set by the owner once per progress pass */
     uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
@@ -262,15 +266,20 @@ typedef opal_btl_usnic_endpoint_t *(*opal_btl_usnic_lookup_fn_t)(opal_btl_usnic_
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                                  void *buf, size_t len);
 
+typedef enum {
+    OPAL_BTL_USNIC_FAST_DECLINED, /* not for the fast path: nothing changed, use recv_segment */
+    OPAL_BTL_USNIC_FAST_TAKEN,    /* delivered: call opal_btl_usnic_recv_fast_finish() later */
+    OPAL_BTL_USNIC_FAST_DROPPED,  /* not authentic, or a replay: dropped and counted */
+} opal_btl_usnic_fast_t;
+
 /**
- * Fast receive path, step 1: if |buf| is a valid FRAG segment that is next
- * in order (and its successor has not arrived), mark it received, deliver
- * it to the PML and return true; the
- * caller must later call opal_btl_usnic_recv_fast_finish() with the same
- * segment.  Otherwise return false (use opal_btl_usnic_recv_segment()).
+ * Fast receive path, step 1: if |buf| is a FRAG segment that is next in
+ * order (and its successor has not arrived), authenticate it, mark it
+ * received and deliver it to the PML (TAKEN: set *|ep_p|; the caller later
+ * calls opal_btl_usnic_recv_fast_finish()).
  */
-bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                              void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
 /* What a receiver holds of one peer's stream (statistics: why a sender
  * might wait) */
 typedef struct opal_btl_usnic_rx_state_t {
@@ -425,7 +434,6 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     hdr->version = OPAL_BTL_USNIC_PROTO_VERSION;
     hdr->type = type;
-    hdr->cookie = opal_btl_usnic_wire32(eng->p.cookie);
     hdr->sender_id = opal_btl_usnic_wire32(eng->p.my_id);
     hdr->seq = opal_btl_usnic_wire32(seq);
     hdr->ack_seq = 0;
@@ -434,7 +442,17 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->flags = 0;
     hdr->credit = 0;
     hdr->sack = 0;
+    hdr->nonce = 0; /* both set by opal_btl_usnic_seg_seal() when it is posted */
+    memset(hdr->mac, 0, sizeof(hdr->mac));
 }
+
+/**
+ * Give |seg| (to |ep|, header and payload final) its nonce and its tag,
+ * right before it is posted: every transmission, a retransmission too, is
+ * a new datagram with a new nonce.
+ */
+void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg);
 
 /* ----- emulated PUT (btl_usnic_put.c) ----- */
 

@@ -258,6 +258,26 @@ int opal_btl_usnic_component_register_params(void)
                        "timeout * (retries + 1) at most 3600000 ms");
         ok = false;
     }
+    reg_string("protection",
+               "What every datagram's 128-bit tag (AES-256-GCM, or ChaCha20-Poly1305 where a CPU lacks AES-NI; "
+               "keys from getrandom, shared only through the job's modex) authenticates: \"full\" = the whole "
+               "datagram (stops injection, replay and splicing by anyone, also a sniffer on the path), "
+               "\"header\" = the header only (stops anyone who cannot read the job's traffic: other users, other "
+               "jobs, hosts off the path; a sniffer could splice a payload onto a header it saw), \"none\" = "
+               "nothing (a trusted private fabric only: anyone who can reach the ports can inject).  Every "
+               "process of a job must use the same value",
+               "full", OPAL_INFO_LVL_4, &c->protection_name);
+    if (is_set(c->protection_name) && 0 == strcmp(c->protection_name, "full")) {
+        c->protection = OPAL_BTL_USNIC_PROTECT_FULL;
+    } else if (is_set(c->protection_name) && 0 == strcmp(c->protection_name, "header")) {
+        c->protection = OPAL_BTL_USNIC_PROTECT_HEADER;
+    } else if (is_set(c->protection_name) && 0 == strcmp(c->protection_name, "none")) {
+        c->protection = OPAL_BTL_USNIC_PROTECT_NONE;
+    } else {
+        note_bad_param("protection", is_set(c->protection_name) ? c->protection_name : "(empty)",
+                       "full, header or none");
+        ok = false;
+    }
     reg_string("inject_faults",
                "Testing only: inject faults into this process's own sends, \"dup=N,reorder=M,forge_put=K\": every "
                "N-th datagram is sent twice, every M-th is held back and sent after the next one, and every K-th PUT "

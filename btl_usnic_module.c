@@ -546,18 +546,24 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
         ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
+        opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
         module->fast_in_upcall = true;
-        bool taken = comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len) &&
-                     opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
-                                              comp.len - module->prefix, &ep);
+        if (comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len)) {
+            how = opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
+                                           comp.len - module->prefix, &ep);
+        }
         module->fast_in_upcall = false;
-        if (taken) {
+        if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             module->fast_deferred_valid = true;
             module->fast_deferred_ep = ep;
             module->fast_deferred_rseg = rseg;
             return true;
         }
         --module->eng.rx_buffers_held;
+        if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
+            recv_repost(module, rseg); /* counted by the engine */
+            return false;
+        }
     }
     handle_completion(module, &comp);
     return false;
@@ -896,6 +902,36 @@ static uint32_t effective_window(const opal_btl_usnic_module_t *module, const op
     return (remote->window < w) ? remote->window : w;
 }
 
+static const char *protection_name(int mode)
+{
+    static const char *const names[] = {"none", "header", "full"};
+    return (mode >= 0 && mode <= OPAL_BTL_USNIC_PROTECT_FULL) ? names[mode] : "unknown";
+}
+
+/* The keys of both directions with |remote|: ours toward it from its
+ * receive key, its toward us from ours (btl_usnic_auth.c).  Both ends
+ * must protect the same way, with an algorithm both can run. */
+static int endpoint_keys(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         const opal_btl_usnic_modex_t *remote)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    unsigned alg = opal_btl_usnic_mac_pick(c->mac_algs, remote->mac_algs);
+    if (remote->protection != c->protection || (OPAL_BTL_USNIC_PROTECT_NONE != c->protection && 0 == alg)) {
+        opal_btl_usnic_show_help(false, "protection mismatch", opal_process_info.nodename, module->if_name,
+                                 protection_name(c->protection), c->mac_algs,
+                                 opal_get_proc_hostname(ep->proc), remote->if_name,
+                                 protection_name(remote->protection), (unsigned) remote->mac_algs);
+        return OPAL_ERR_UNREACH;
+    }
+    uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES], rx_key[OPAL_BTL_USNIC_KEY_BYTES];
+    opal_btl_usnic_derive_key(remote->recv_key, module->node_id, tx_key);
+    opal_btl_usnic_derive_key(module->recv_key, remote->node_id, rx_key);
+    opal_btl_usnic_endpoint_set_keys(ep, alg, tx_key, rx_key);
+    sodium_memzero(tx_key, sizeof(tx_key));
+    sodium_memzero(rx_key, sizeof(rx_key));
+    return OPAL_SUCCESS;
+}
+
 static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, const opal_btl_usnic_modex_t *remote,
                            opal_btl_usnic_endpoint_t **ep_p)
 {
@@ -907,6 +943,9 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
     ep->peer_id = proc->proc_name.vpid;
     uint32_t window = effective_window(module, remote);
     int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, module->local_modex.isn, remote->isn);
+    if (OPAL_SUCCESS == rc) {
+        rc = endpoint_keys(module, ep, remote);
+    }
     if (OPAL_SUCCESS == rc) {
         opal_btl_usnic_endpoint_limit_mtu(ep, remote->mtu, remote->tiny_mtu);
         rc = av_insert_peer(module, ep, remote);
@@ -1286,21 +1325,27 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
                                                : "the provider cannot gather: PUT segments are copied");
 }
 
-static uint32_t random_isn(void)
+/* The module's secrets and first sequence number, from the kernel: a
+ * sequence number nobody can predict is a second fence (behind the tag)
+ * against injected data, and stray datagrams of an earlier job on the
+ * same ports fall outside the window */
+static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 {
-    /* Random per run, so that stray datagrams of an earlier job that used
-     * the same ports fall outside the window */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint32_t v = (uint32_t) getpid() * 2654435761u;
-    return v ^ (uint32_t) ts.tv_nsec ^ ((uint32_t) ts.tv_sec << 20);
+    if (0 != opal_btl_usnic_random(module->recv_key, sizeof(module->recv_key)) ||
+        0 != opal_btl_usnic_random(module->node_id, sizeof(module->node_id)) ||
+        0 != opal_btl_usnic_random(isn_p, sizeof(*isn_p))) {
+        opal_btl_usnic_show_help(false, "no randomness", opal_process_info.nodename, module->if_name,
+                                 strerror(errno));
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
 }
 
 static int engine_setup(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     opal_btl_usnic_engine_params_t p = {
-        .cookie = c->cookie,
+        .protect = c->protection,
         .my_id = OPAL_PROC_MY_NAME.vpid,
         .prefix = module->prefix,
         .mtu = module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
@@ -1324,8 +1369,9 @@ static int engine_setup(opal_btl_usnic_module_t *module)
     return opal_btl_usnic_engine_init(&module->eng, &p, &libfabric_wire, &module->super);
 }
 
-static void modex_fill(opal_btl_usnic_module_t *module)
+static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
 {
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     opal_btl_usnic_modex_t *m = &module->local_modex;
     memset(m, 0, sizeof(*m));
     m->proto_version = OPAL_BTL_USNIC_PROTO_VERSION;
@@ -1336,11 +1382,16 @@ static void modex_fill(opal_btl_usnic_module_t *module)
     }
     m->mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu;
     m->tiny_mtu = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu;
-    m->isn = random_isn();
+    m->isn = isn;
     m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window
                                                      : default_window(module);
     m->link_speed_mbps = module->link_speed_mbps;
     snprintf(m->provider, sizeof(m->provider), "%s", module->provider);
+    m->protection = (uint8_t) c->protection;
+    m->mac_algs = (uint8_t) c->mac_algs;
+    memcpy(m->recv_key, module->recv_key, sizeof(m->recv_key));
+    memcpy(m->node_id, module->node_id, sizeof(m->node_id));
+    memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
 }
 
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)
@@ -1386,7 +1437,11 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
                                       ? (uint32_t) mca_btl_usnic_component.bandwidth
                                       : module->link_speed_mbps;
-    modex_fill(module);
+    uint32_t isn;
+    if (OPAL_SUCCESS != (rc = module_secrets(module, &isn))) {
+        return rc;
+    }
+    modex_fill(module, isn);
     return OPAL_SUCCESS;
 }
 

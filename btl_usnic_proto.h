@@ -13,8 +13,6 @@
  *  +---------------+---------------+---------------+---------------+
  *  |            magic              |    version    |     type      |
  *  +---------------+---------------+---------------+---------------+
- *  |                          job cookie                           |
- *  +---------------+---------------+---------------+---------------+
  *  |                sender id (vpid in the job)                    |
  *  +---------------+---------------+---------------+---------------+
  *  |                       sequence number                         |
@@ -24,6 +22,16 @@
  *  |         payload length        |    PML tag    |     flags     |
  *  +---------------+---------------+---------------+---------------+
  *  |  credit (segments past ACK)   |  selective ACK bits           |
+ *  +---------------+---------------+---------------+---------------+
+ *  |                nonce (64 bits, never repeats per direction)   |
+ *  +                                                               +
+ *  |                                                               |
+ *  +---------------+---------------+---------------+---------------+
+ *  |        tag (128 bits): AES-256-GCM or ChaCha20-Poly1305 of     |
+ *  +        the datagram (protection full) or of its header        +
+ *  |        (protection header), this field zeroed; zero with      |
+ *  +        protection none (btl_usnic_auth.c)                     +
+ *  |                                                               |
  *  +---------------+---------------+---------------+---------------+
  *  PUT segments only (instead of the chunk fields):
  *  +---------------+---------------+---------------+---------------+
@@ -45,6 +53,9 @@
  *  +---------------+---------------+---------------+---------------+
  *  |                  offset of this chunk                         |
  *  +---------------+---------------+---------------+---------------+
+ *
+ * Version 2 replaced version 1's job cookie (computable by anyone who
+ * knows the job id) with the nonce and the tag.
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -54,7 +65,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    1
+#define OPAL_BTL_USNIC_PROTO_VERSION    2
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
@@ -84,11 +95,12 @@ enum {
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW 0x02 /* the ACK reports arrivals since the last one we sent:
                                                 only such ACKs can count as duplicate ACKs */
 
+#define OPAL_BTL_USNIC_MAC_BYTES 16
+
 typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint16_t magic;
     uint8_t version;
     uint8_t type;
-    uint32_t cookie;
     uint32_t sender_id;
     uint32_t seq;
     uint32_t ack_seq;
@@ -97,6 +109,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint8_t flags;
     uint16_t credit;   /* with FLAG_ACK: the sender may send up to ack_seq + credit */
     uint16_t sack;     /* with FLAG_ACK: bit i set = the receiver has ack_seq + 2 + i */
+    uint64_t nonce;    /* the sender's count for this direction (btl_usnic_auth.h) */
+    uint8_t mac[OPAL_BTL_USNIC_MAC_BYTES];
 } opal_btl_usnic_hdr_t;
 
 typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
@@ -116,9 +130,9 @@ typedef struct __attribute__((packed)) opal_btl_usnic_put_hdr_t {
     uint64_t addr;      /* target address of the first payload byte */
 } opal_btl_usnic_put_hdr_t;
 
-_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 28, "wire header size");
-_Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 48, "put header size");
-_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 40, "chunk header size");
+_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 48, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 68, "put header size");
+_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 60, "chunk header size");
 
 static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
 {
@@ -143,9 +157,11 @@ static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
     X(TRUNCATED,   "shorter than its headers say")      \
     X(BAD_MAGIC,   "wrong protocol magic")              \
     X(BAD_VERSION, "unsupported protocol version")      \
-    X(BAD_COOKIE,  "from another job")                  \
     X(BAD_TYPE,    "unknown segment type")              \
     X(UNKNOWN_PEER,"from a sender we do not know")      \
+    X(BAD_SOURCE,  "from an address that is not the sender's") \
+    X(BAD_MAC,     "tag does not authenticate it: forged, corrupt or another job's") \
+    X(REPLAY,      "an authentic datagram taken before (or too old to tell)") \
     X(BAD_CHUNK,   "chunk offset or size out of range") \
     X(BAD_PUT,     "PUT outside a live registered region")
 
@@ -158,16 +174,27 @@ enum {
 
 #define OPAL_BTL_USNIC_VALID 0
 
+/* Bytes of the header of a segment of |type| (0 if unknown) */
+static inline size_t opal_btl_usnic_hdr_len(unsigned type)
+{
+    switch (type) {
+    case OPAL_BTL_USNIC_PKT_CHUNK: return sizeof(opal_btl_usnic_chunk_hdr_t);
+    case OPAL_BTL_USNIC_PKT_PUT: return sizeof(opal_btl_usnic_put_hdr_t);
+    case OPAL_BTL_USNIC_PKT_FRAG:
+    case OPAL_BTL_USNIC_PKT_ACK: return sizeof(opal_btl_usnic_hdr_t);
+    default: return 0;
+    }
+}
+
 /**
  * Check the bytes actually received against the header they carry.
  *
  * |buf|, |len|: the datagram as received (provider prefix already skipped).
- * |cookie|: this job's cookie.
  * Returns OPAL_BTL_USNIC_VALID + 0, or 1 + the drop reason (so that 0 is the
- * only success value).  Does not look at the sender id or sequence numbers:
- * those need endpoint state.
+ * only success value).  Framing only: whether the datagram is authentic is
+ * for the engine (its tag), before any field is used for more than this.
  */
-static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len, uint32_t cookie)
+static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len)
 {
     const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
     if (len < sizeof(*hdr)) {
@@ -178,9 +205,6 @@ static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len, uint32_t
     }
     if (OPAL_BTL_USNIC_PROTO_VERSION != hdr->version) {
         return 1 + OPAL_BTL_USNIC_DROP_BAD_VERSION;
-    }
-    if (cookie != opal_btl_usnic_host32(hdr->cookie)) {
-        return 1 + OPAL_BTL_USNIC_DROP_BAD_COOKIE;
     }
     size_t payload = opal_btl_usnic_host16(hdr->payload_len);
     switch (hdr->type) {

@@ -46,8 +46,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "btl_usnic_engine.h"
 
@@ -57,9 +55,6 @@ void opal_btl_usnic_reg_table_init(opal_btl_usnic_reg_table_t *t, uint32_t max_s
 {
     memset(t, 0, sizeof(*t));
     t->max_slots = max_slots;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t->rng = ((uint64_t) ts.tv_nsec << 32) ^ (uint64_t) ts.tv_sec ^ (uint64_t) (uintptr_t) t;
 }
 
 void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t)
@@ -69,18 +64,11 @@ void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* An unguessable key from the kernel; a mixed counter if it is unavailable */
-static uint64_t new_key(opal_btl_usnic_reg_table_t *t)
+/* An unguessable key from the kernel (no fallback: without one the
+ * region is not exposed, and the PML uses send/receive) */
+static bool new_key(uint64_t *key_p)
 {
-    uint64_t key = 0;
-    if (sizeof(key) != getrandom(&key, sizeof(key), GRND_NONBLOCK)) {
-        t->rng += 0x9e3779b97f4a7c15ull; /* splitmix64 */
-        key = t->rng;
-        key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
-        key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
-        key ^= key >> 31;
-    }
-    return key;
+    return 0 == opal_btl_usnic_random(key_p, sizeof(*key_p));
 }
 
 static bool table_grow(opal_btl_usnic_reg_table_t *t)
@@ -133,14 +121,15 @@ bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t si
                             opal_btl_usnic_reg_handle_t *handle)
 {
     uint32_t id;
-    if (!slot_take(t, &id)) {
+    uint64_t key;
+    if (!new_key(&key) || !slot_take(t, &id)) {
         return false;
     }
     opal_btl_usnic_region_t *r = &t->slots[id];
     r->base = (uint8_t *) base;
     r->size = size;
     r->peer_id = peer_id;
-    r->key = new_key(t);
+    r->key = key;
     r->state = OPAL_BTL_USNIC_REGION_LIVE;
     ++t->nlive;
     handle->region_id = id;

@@ -47,7 +47,6 @@ typedef struct opal_btl_usnic_reg_table_t {
     uint32_t *dead;            /* ring of DEAD slot ids, oldest first */
     uint32_t dead_head, dead_count;
     uint32_t nlive;
-    uint64_t rng;              /* fallback key generator state */
 } opal_btl_usnic_reg_table_t;
 
 void opal_btl_usnic_reg_table_init(opal_btl_usnic_reg_table_t *t, uint32_t max_slots);
@@ -55,7 +54,8 @@ void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t);
 
 /**
  * Expose [base, base + size) to PUTs from |peer_id| (ANY_PEER: any) and
- * fill |handle|.  Returns false when the table is full of live regions.
+ * fill |handle|.  Returns false when the table is full of live regions, or
+ * the kernel gives no random key.
  */
 bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint32_t peer_id,
                             opal_btl_usnic_reg_handle_t *handle);

@@ -34,15 +34,20 @@
 
 #include "btl_usnic_engine.h"
 
-/* Maps drop reasons to their counters */
+/* Maps drop reasons to their counters.  A copy of an authentic datagram
+ * (REPLAY) is what a network duplicates, too: not counted as invalid. */
 static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
 {
-    OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
+    if (OPAL_BTL_USNIC_DROP_REPLAY != reason) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
+    }
     switch (reason) {
     case OPAL_BTL_USNIC_DROP_TRUNCATED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_truncated); break;
     case OPAL_BTL_USNIC_DROP_BAD_MAGIC: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_magic); break;
     case OPAL_BTL_USNIC_DROP_BAD_VERSION: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_version); break;
-    case OPAL_BTL_USNIC_DROP_BAD_COOKIE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_cookie); break;
+    case OPAL_BTL_USNIC_DROP_BAD_SOURCE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_source); break;
+    case OPAL_BTL_USNIC_DROP_BAD_MAC: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_mac); break;
+    case OPAL_BTL_USNIC_DROP_REPLAY: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_replay); break;
     case OPAL_BTL_USNIC_DROP_BAD_TYPE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_type); break;
     case OPAL_BTL_USNIC_DROP_UNKNOWN_PEER: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_unknown_peer); break;
     case OPAL_BTL_USNIC_DROP_BAD_CHUNK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_chunk); break;
@@ -158,11 +163,38 @@ static bool is_next_in_order(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic
     return seq == ep->rx.next_expected && !ep->rx.delivering;
 }
 
-/* Header checks plus sender lookup.  Returns the endpoint or NULL (counted). */
-static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                           const void *buf, size_t len)
+/* Is |buf| (|len| bytes, framing checked) an authentic datagram from
+ * |ep| that we have not taken before?  The sender id only chose whose key
+ * to try: nothing else of the datagram is used before this.  Counts what
+ * it drops. */
+static bool datagram_authentic(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, void *buf, size_t len)
 {
-    int bad = opal_btl_usnic_hdr_check(buf, len, eng->p.cookie);
+    if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
+        return true;
+    }
+    opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
+    uint64_t nonce = opal_btl_usnic_host64(hdr->nonce);
+    uint8_t tag[OPAL_BTL_USNIC_MAC_BYTES];
+    memcpy(tag, hdr->mac, sizeof(tag));
+    memset(hdr->mac, 0, sizeof(hdr->mac)); /* as it was when the sender computed the tag */
+    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) ? len : opal_btl_usnic_hdr_len(hdr->type);
+    if (!opal_btl_usnic_mac_check(&ep->rx.mac, nonce, (const uint8_t *) buf, covered, tag)) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_MAC);
+        return false;
+    }
+    if (OPAL_BTL_USNIC_REPLAY_NEW != opal_btl_usnic_replay_check(&ep->rx.replay, nonce)) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_REPLAY);
+        return false;
+    }
+    opal_btl_usnic_replay_accept(&ep->rx.replay, nonce);
+    return true;
+}
+
+/* Framing checks, then the sender's key.  Returns the endpoint or NULL (counted). */
+static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                           void *buf, size_t len)
+{
+    int bad = opal_btl_usnic_hdr_check(buf, len);
     if (OPAL_BTL_USNIC_VALID != bad) {
         count_drop(eng, bad - 1);
         return NULL;
@@ -173,7 +205,7 @@ static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_bt
         count_drop(eng, OPAL_BTL_USNIC_DROP_UNKNOWN_PEER);
         return NULL;
     }
-    return ep;
+    return datagram_authentic(eng, ep, buf, len) ? ep : NULL;
 }
 
 /* Piggy-backed or explicit ACK information in |hdr| */
@@ -409,38 +441,42 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
     }
 }
 
-bool opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                              void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
+opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
 {
     opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
     if (len < sizeof(*hdr) || OPAL_BTL_USNIC_PKT_FRAG != hdr->type) {
-        return false;
+        return OPAL_BTL_USNIC_FAST_DECLINED;
     }
-    if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len, eng->p.cookie)) {
-        return false;
+    if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len)) {
+        return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host32(hdr->sender_id));
     if (NULL == ep || NULL == ep->rx.rcvd) {
-        return false;
+        return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     /* Only the next fragment in order whose successor has not arrived:
-     * then nothing held can become deliverable behind it. */
+     * then nothing held can become deliverable behind it.  (Deciding on an
+     * unauthenticated sequence number only picks the path.) */
     opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
     if (!is_next_in_order(ep, seq) || ep->rx.rcvd[(opal_btl_usnic_seq_t) (seq + 1) % ep->window]) {
-        return false;
+        return OPAL_BTL_USNIC_FAST_DECLINED;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    if (!datagram_authentic(eng, ep, buf, len)) {
+        return OPAL_BTL_USNIC_FAST_DROPPED;
     }
     /* The window mark and the ACK are not deferred: if the PML re-enters
      * progress from its callback, a retransmitted copy must already look
      * like a DUP, and the ACK may free window room it wants to use. */
     take_ack(eng, ep, hdr);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     deliver_one(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
     deliver_held(eng, ep); /* what completed through nested progress while the PML had it */
     *ep_p = ep;
-    return true;
+    return OPAL_BTL_USNIC_FAST_TAKEN;
 }
 
 void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, void *buf)

@@ -140,6 +140,23 @@ static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     return ep->rx.ack_owed;
 }
 
+void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_hdr_t *hdr = seg->hdr;
+    uint64_t nonce = ep->tx.nonce++;
+    hdr->nonce = opal_btl_usnic_wire64(nonce);
+    memset(hdr->mac, 0, sizeof(hdr->mac));
+    if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
+        return;
+    }
+    /* full protection covers the payload too; the engine then never
+     * gathers a payload from elsewhere (engine_init turns gather_send off) */
+    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) ? opal_btl_usnic_seg_inline_len(seg)
+                                                                     : opal_btl_usnic_hdr_len(hdr->type);
+    opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, covered, hdr->mac);
+}
+
 static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
@@ -150,6 +167,7 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
     seg->channel = (uint8_t) channel; /* a completion inside post credits this channel */
+    opal_btl_usnic_seg_seal(eng, ep, seg);
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
         seg->flags = 0;
@@ -425,6 +443,7 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
     }
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
+    opal_btl_usnic_seg_seal(eng, ep, seg);
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
     if (OPAL_SUCCESS != rc) {
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
@@ -519,6 +538,10 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
 {
     memset(&eng->stats, 0, sizeof(eng->stats));
     eng->p = *params;
+    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) {
+        eng->p.gather_send = false; /* the tag covers the payload: it must be in the segment */
+    }
+    eng->nonce_generation = 0;
     eng->wire = wire;
     eng->btl = btl;
     eng->tick = 0;

@@ -40,7 +40,10 @@
     X(num_drop_truncated,   "Datagrams dropped: shorter than their headers say") \
     X(num_drop_bad_magic,   "Datagrams dropped: wrong protocol magic") \
     X(num_drop_bad_version, "Datagrams dropped: unsupported protocol version") \
-    X(num_drop_bad_cookie,  "Datagrams dropped: from another job") \
+    X(num_drop_bad_mac,     "Datagrams dropped: their tag does not authenticate them (forged, corrupted, or another job's)") \
+    X(num_drop_replay,      "Datagrams dropped: authentic, but taken before (a copy or a replay) or too old to tell") \
+    X(num_drop_bad_source,  "Datagrams dropped: from an address other than the one the sender published") \
+    X(num_drop_bad_tag,     "Datagrams dropped: for a PML tag nobody registered (or beyond the tag range)") \
     X(num_drop_bad_type,    "Datagrams dropped: unknown segment type") \
     X(num_drop_unknown_peer,"Datagrams dropped: unknown sender") \
     X(num_drop_bad_chunk,   "Datagrams dropped: chunk offset or size out of range") \

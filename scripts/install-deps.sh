@@ -9,7 +9,7 @@ set -euo pipefail
 
 BUILD_PACKAGES=(
     build-essential pkg-config libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin
-    libhwloc-dev libevent-dev
+    libhwloc-dev libevent-dev libsodium-dev
 )
 # clang + libclang-rt-14-dev: the libFuzzer target; lammps hpcc python3-mpi4py
 # python3-numpy: the real MPI clients suite

@@ -142,7 +142,7 @@ static const opal_btl_usnic_wire_ops_t fx_wire = {
 void fx_params_default(opal_btl_usnic_engine_params_t *p)
 {
     memset(p, 0, sizeof(*p));
-    p->cookie = FX_COOKIE;
+    p->protect = OPAL_BTL_USNIC_PROTECT_FULL; /* what production uses: every test authenticates */
     p->my_id = 0;
     p->prefix = 0;
     p->mtu = FX_MTU;
@@ -207,10 +207,28 @@ opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window
         abort();
     }
     ep->peer_id = peer_id;
+    uint8_t tx[OPAL_BTL_USNIC_KEY_BYTES], rx[OPAL_BTL_USNIC_KEY_BYTES];
+    fx_key(fx->eng.p.my_id, peer_id, tx);
+    fx_key(peer_id, fx->eng.p.my_id, rx);
+    opal_btl_usnic_endpoint_set_keys(ep, fx_mac_alg(), tx, rx);
     if (peer_id < FX_MAX_PEERS) {
         fx->peers[peer_id] = ep;
     }
     return ep;
+}
+
+void fx_key(uint32_t from, uint32_t to, uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES] = {0}, id[OPAL_BTL_USNIC_ID_BYTES] = {0};
+    memcpy(recv_key, &to, sizeof(to));
+    memcpy(id, &from, sizeof(from));
+    opal_btl_usnic_derive_key(recv_key, id, key);
+}
+
+unsigned fx_mac_alg(void)
+{
+    unsigned algs = opal_btl_usnic_auth_init();
+    return opal_btl_usnic_mac_pick(algs, algs);
 }
 
 void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
@@ -378,7 +396,23 @@ uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout)
     return t;
 }
 
-void fx_recv(fx_t *fx, const void *buf, size_t len)
+void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce)
+{
+    opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
+    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == fx->eng.p.protect) ? len : opal_btl_usnic_hdr_len(h->type);
+    if (len < sizeof(*h) || covered > len || 0 == covered) {
+        return; /* nothing a sender would have sealed */
+    }
+    uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
+    opal_btl_usnic_mac_t m;
+    fx_key(sender, fx->eng.p.my_id, key);
+    opal_btl_usnic_mac_init(&m, fx_mac_alg(), key);
+    h->nonce = opal_btl_usnic_wire64(nonce);
+    memset(h->mac, 0, sizeof(h->mac));
+    opal_btl_usnic_mac_tag(&m, nonce, buf, covered, h->mac);
+}
+
+void fx_recv_raw(fx_t *fx, const void *buf, size_t len)
 {
     /* The engine may keep nothing past the call: hand it a private copy
      * that is scribbled over afterwards */
@@ -390,15 +424,26 @@ void fx_recv(fx_t *fx, const void *buf, size_t len)
     free(copy);
 }
 
+void fx_recv(fx_t *fx, const void *buf, size_t len)
+{
+    uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
+    memcpy(copy, buf, len);
+    if (OPAL_BTL_USNIC_PROTECT_NONE != fx->eng.p.protect && len >= sizeof(opal_btl_usnic_hdr_t)) {
+        fx_seal(fx, copy, len, opal_btl_usnic_host32(((opal_btl_usnic_hdr_t *) copy)->sender_id), ++fx->seal_nonce);
+    }
+    fx_recv_raw(fx, copy, len);
+    free(copy);
+}
+
 /* ----- segment builders ----- */
 
-static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t cookie, uint32_t sender, uint8_t type, uint32_t seq,
-                      size_t payload, uint8_t tag)
+static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t sender, uint8_t type, uint32_t seq, size_t payload,
+                      uint8_t tag)
 {
+    memset(h, 0, sizeof(*h)); /* nonce and tag: fx_recv seals */
     h->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h->version = OPAL_BTL_USNIC_PROTO_VERSION;
     h->type = type;
-    h->cookie = opal_btl_usnic_wire32(cookie);
     h->sender_id = opal_btl_usnic_wire32(sender);
     h->seq = opal_btl_usnic_wire32(seq);
     h->ack_seq = 0;
@@ -409,21 +454,20 @@ static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t cookie, uint32_t sender,
     h->sack = 0;
 }
 
-size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, const void *data,
-                     size_t len)
+size_t fx_build_frag(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, const void *data, size_t len)
 {
-    hdr_build((opal_btl_usnic_hdr_t *) buf, cookie, sender, OPAL_BTL_USNIC_PKT_FRAG, seq, len, tag);
+    hdr_build((opal_btl_usnic_hdr_t *) buf, sender, OPAL_BTL_USNIC_PKT_FRAG, seq, len, tag);
     if (len > 0) {
         memcpy(buf + FX_HDR, data, len);
     }
     return FX_HDR + len;
 }
 
-size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
+size_t fx_build_chunk(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
                       uint32_t frag_size, uint32_t offset, const void *data, size_t len)
 {
     opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) buf;
-    hdr_build(&ch->hdr, cookie, sender, OPAL_BTL_USNIC_PKT_CHUNK, seq, len, tag);
+    hdr_build(&ch->hdr, sender, OPAL_BTL_USNIC_PKT_CHUNK, seq, len, tag);
     ch->frag_id = opal_btl_usnic_wire32(frag_id);
     ch->frag_size = opal_btl_usnic_wire32(frag_size);
     ch->frag_offset = opal_btl_usnic_wire32(offset);
@@ -433,19 +477,19 @@ size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t s
     return FX_CHUNK_HDR + len;
 }
 
-size_t fx_build_ack_credit(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq, uint16_t credit)
+size_t fx_build_ack_credit(uint8_t *buf, uint32_t sender, uint32_t ack_seq, uint16_t credit)
 {
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
-    hdr_build(h, cookie, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
+    hdr_build(h, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
     h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
     h->ack_seq = opal_btl_usnic_wire32(ack_seq);
     h->credit = opal_btl_usnic_wire16(credit);
     return FX_HDR;
 }
 
-size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq)
+size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq)
 {
-    return fx_build_ack_credit(buf, cookie, sender, ack_seq, UINT16_MAX);
+    return fx_build_ack_credit(buf, sender, ack_seq, UINT16_MAX);
 }
 
 /* ----- module glue (mirrors btl_usnic_module.c) ----- */

@@ -43,15 +43,14 @@
 #include "btl_usnic_engine.h"
 
 /* Engine parameters used unless a test says otherwise */
-#define FX_COOKIE 0x0b7c0de5u
 #define FX_MTU 1472
 #define FX_TINY_MTU 768
 #define FX_MAX_SEND 65536
-#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 28 */
-#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 40 */
-#define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1444 */
-#define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1432 */
-#define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 740 */
+#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 48 */
+#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 60 */
+#define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1424 */
+#define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1412 */
+#define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 720 */
 #define FX_MAX_PEERS 16
 /* Retransmission timing (us) unless a test says otherwise; no peer timeout */
 #define FX_RTO_INITIAL 1000
@@ -110,6 +109,7 @@ struct fx_t {
     uint64_t peer_failed_at;      /* engine time of the last peer_failed call */
 
     opal_btl_usnic_endpoint_t *peers[FX_MAX_PEERS]; /* by the peer's sender id */
+    uint64_t seal_nonce;          /* the last nonce fx_recv sealed with */
 };
 
 /* PML side of a send: counts its completion callbacks */
@@ -173,16 +173,29 @@ bool fx_timers_consistent(fx_t *fx);
  * UINT64_MAX if none */
 uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout);
 
-/* Receive: hand a datagram to the engine (at the owner's clock) */
+/* Receive: hand a datagram to the engine (at the owner's clock), sealed
+ * first as its sender would (a fresh nonce and the tag under the key of
+ * that sender toward us, see fx_key) when the engine protects and the
+ * sender is known, so that tests of the protocol need not care */
 void fx_recv(fx_t *fx, const void *buf, size_t len);
+/* ... as it is: forged, replayed or another job's datagrams */
+void fx_recv_raw(fx_t *fx, const void *buf, size_t len);
+/* Seal |len| bytes at |buf| from |sender| to |fx| with nonce |nonce| (what
+ * fx_recv does, for tests that replay or tamper afterwards) */
+void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce);
+
+/* The key of the direction |from| -> |to| in fixtures: every engine of a
+ * test derives the same, so that two fixture engines talk (fx_ep_new
+ * gives every endpoint these keys); the best algorithm this CPU has */
+void fx_key(uint32_t from, uint32_t to, uint8_t key[OPAL_BTL_USNIC_KEY_BYTES]);
+unsigned fx_mac_alg(void);
 
 /* Segment builders (what a peer with id |sender| would send) */
-size_t fx_build_frag(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, const void *data,
-                     size_t len);
-size_t fx_build_chunk(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
+size_t fx_build_frag(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, const void *data, size_t len);
+size_t fx_build_chunk(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, uint32_t frag_id,
                       uint32_t frag_size, uint32_t offset, const void *data, size_t len);
-size_t fx_build_ack(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq); /* grants all */
-size_t fx_build_ack_credit(uint8_t *buf, uint32_t cookie, uint32_t sender, uint32_t ack_seq, uint16_t credit);
+size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq); /* grants all */
+size_t fx_build_ack_credit(uint8_t *buf, uint32_t sender, uint32_t ack_seq, uint16_t credit);
 
 /* The module glue, mirrored (usnic_alloc, usnic_prepare_src, usnic_send, usnic_sendi, usnic_free) */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags);

@@ -42,7 +42,7 @@ static int last_credit(const fx_t *fx, const opal_btl_usnic_endpoint_t *ep)
 static void rx_from(fx_t *fx, uint32_t peer, uint32_t seq)
 {
     uint8_t buf[64];
-    fx_recv(fx, buf, fx_build_frag(buf, FX_COOKIE, peer, seq, 7, &seq, sizeof(seq)));
+    fx_recv(fx, buf, fx_build_frag(buf, peer, seq, 7, &seq, sizeof(seq)));
 }
 
 /* Progress until every owed ACK left */
@@ -168,26 +168,26 @@ static void test_sender_honours_grant(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, WINDOW, ISN, 0);
     uint8_t buf[64];
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN - 1, 3));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN - 1, 3));
     CHECK_EQ(ep->tx.peer_credit, 3);
     CHECK_EQ(send_numbered(&fx, ep, 10), 10); /* accepted: 3 posted, the rest queued */
     fx_progress(&fx);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 3);
     CHECK_EQ(fx.nposts, 3);
     /* two ACKed, still 3 granted: two more leave */
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN + 1, 3));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN + 1, 3));
     fx_progress(&fx);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 3);
     CHECK_EQ(fx.nposts, 5);
     /* a larger grant opens the window without any ACK progress */
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN + 1, 8));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN + 1, 8));
     fx_progress(&fx);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 8);
     /* a stale ACK's grant is ignored */
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN, 1));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN, 1));
     CHECK_EQ(ep->tx.peer_credit, 8);
     /* a grant larger than the window is clamped by the window */
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN + 9, UINT16_MAX));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN + 9, UINT16_MAX));
     fx_progress(&fx);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0); /* all 10 sent and ACKed */
     CHECK_EQ(send_numbered(&fx, ep, 40), 40);
@@ -204,7 +204,7 @@ static void test_zero_grant_keeps_one_slot(void)
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, WINDOW, ISN, 0);
     uint8_t buf[64];
-    fx_recv(&fx, buf, fx_build_ack_credit(buf, FX_COOKIE, 1, ISN - 1, 0));
+    fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN - 1, 0));
     CHECK_EQ(send_numbered(&fx, ep, 2), 2);
     fx_progress(&fx);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 1);

@@ -169,6 +169,7 @@ typedef struct sim_case_t {
     bool extreme;                 /* 15 of 16 lost: longer budget, no "no storm" bound */
     size_t mtu_b, tiny_mtu_b;     /* B's MTUs (0: same as A, the fixture default) */
     size_t size_cap;              /* largest fragment (0: up to 64 KiB) */
+    int protect;                  /* 0: the fixture's (full); else opal_btl_usnic_protect_t + 1 */
 } sim_case_t;
 
 typedef struct sim_t {
@@ -490,6 +491,9 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
     p.rto_min = SIM_RTO_MIN;
     p.rto_max = SIM_RTO_MAX;
     p.peer_timeout = c->extreme ? 0 : SIM_PEER_TIMEOUT; /* 15/16 lost both ways: ACK stalls of ~1 s */
+    if (c->protect) {
+        p.protect = c->protect - 1;
+    }
     if (1 == id && c->mtu_b) {
         p.mtu = c->mtu_b;
     }
@@ -544,11 +548,12 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
         bool done = false;
         if (to->use_fast_recv && !to->fast_pending) {
             opal_btl_usnic_endpoint_t *ep = NULL;
-            if (opal_btl_usnic_recv_fast(&to->fx.eng, fx_lookup, d.bytes, d.len, &ep)) {
+            opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&to->fx.eng, fx_lookup, d.bytes, d.len, &ep);
+            if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
                 to->fast_pending = true;
                 to->fast_ep = ep;
-                done = true;
             }
+            done = OPAL_BTL_USNIC_FAST_DECLINED != how;
         }
         if (!done) {
             opal_btl_usnic_recv_segment(&to->fx.eng, fx_lookup, d.bytes, d.len);
@@ -993,6 +998,30 @@ static void test_pair_reordering(void)
     run_case(&c);
 }
 
+/* The other protection modes move data the same way (full is every
+ * other case's) */
+static void test_pair_protection_modes(void)
+{
+    static const struct {
+        int mode;
+        const char *clean, *lossy;
+    } modes[] = {
+        {OPAL_BTL_USNIC_PROTECT_HEADER, "protection header", "protection header, loss + duplicates + reordering"},
+        {OPAL_BTL_USNIC_PROTECT_NONE, "protection none", "protection none, loss + duplicates + reordering"},
+    };
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); ++i) {
+        sim_case_t c = base_case(modes[i].clean);
+        c.protect = modes[i].mode + 1;
+        run_case(&c);
+        c = base_case(modes[i].lossy);
+        c.protect = modes[i].mode + 1;
+        c.mask_ab = BURST8;
+        c.dup_every = 5;
+        c.reorder_every = 3;
+        run_case(&c);
+    }
+}
+
 static void test_pair_loss_dup_reorder(void)
 {
     sim_case_t c = base_case("loss + duplicates + reordering");
@@ -1220,7 +1249,7 @@ int main(int argc, char **argv)
         UNIT_TEST(test_pair_no_loss_isn_near_wrap),
         UNIT_TEST(test_pair_duplication),
         UNIT_TEST(test_pair_reordering),
-        UNIT_TEST(test_pair_loss_dup_reorder),
+        UNIT_TEST(test_pair_loss_dup_reorder), UNIT_TEST(test_pair_protection_modes),
         UNIT_TEST(test_pair_isn_near_wrap_with_loss),
         UNIT_TEST(test_pair_late_send_completions),
         UNIT_TEST(test_pair_backpressure),

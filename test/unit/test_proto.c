@@ -24,7 +24,7 @@ typedef struct {
     int expect;
 } hdr_case_t;
 
-enum { F_NONE, F_MAGIC, F_VERSION, F_COOKIE, F_TYPE, F_PAYLOAD_LEN, F_FRAG_SIZE, F_FRAG_OFFSET, F_FRAG_ID, F_FLAGS };
+enum { F_NONE, F_MAGIC, F_VERSION, F_TYPE, F_PAYLOAD_LEN, F_FRAG_SIZE, F_FRAG_OFFSET, F_FRAG_ID, F_FLAGS };
 
 static const hdr_case_t hdr_cases[] = {
     /* valid */
@@ -52,9 +52,8 @@ static const hdr_case_t hdr_cases[] = {
     {"bad magic", K_FRAG, 10, 0, F_MAGIC, 0x5554, R(BAD_MAGIC)},
     {"byte-swapped magic", K_FRAG, 10, 0, F_MAGIC, 0x5355, R(BAD_MAGIC)},
     {"version 0", K_FRAG, 10, 0, F_VERSION, 0, R(BAD_VERSION)},
-    {"version 2", K_FRAG, 10, 0, F_VERSION, 2, R(BAD_VERSION)},
-    {"wrong cookie", K_FRAG, 10, 0, F_COOKIE, FX_COOKIE ^ 1, R(BAD_COOKIE)},
-    {"wrong cookie on ack", K_ACK, 0, 0, F_COOKIE, 0, R(BAD_COOKIE)},
+    {"version 1 (the cookie protocol)", K_FRAG, 10, 0, F_VERSION, 1, R(BAD_VERSION)},
+    {"version 3", K_FRAG, 10, 0, F_VERSION, 3, R(BAD_VERSION)},
     {"type 0", K_FRAG, 10, 0, F_TYPE, 0, R(BAD_TYPE)},
     {"type 5", K_FRAG, 10, 0, F_TYPE, 5, R(BAD_TYPE)},
     {"FRAG relabelled PUT: short of the PUT header", K_FRAG, 10, 0, F_TYPE, OPAL_BTL_USNIC_PKT_PUT, R(TRUNCATED)},
@@ -77,11 +76,11 @@ static size_t build(uint8_t *buf, int kind, size_t payload)
     fx_fill(data, sizeof(data), 7);
     switch (kind) {
     case K_FRAG:
-        return fx_build_frag(buf, FX_COOKIE, 1, 100, 9, data, payload);
+        return fx_build_frag(buf, 1, 100, 9, data, payload);
     case K_CHUNK:
-        return fx_build_chunk(buf, FX_COOKIE, 1, 100, 9, 3, 5000, 0, data, payload);
+        return fx_build_chunk(buf, 1, 100, 9, 3, 5000, 0, data, payload);
     default:
-        return fx_build_ack(buf, FX_COOKIE, 1, 99);
+        return fx_build_ack(buf, 1, 99);
     }
 }
 
@@ -91,7 +90,6 @@ static void mutate(uint8_t *buf, int field, uint32_t v)
     switch (field) {
     case F_MAGIC: ch->hdr.magic = opal_btl_usnic_wire16((uint16_t) v); break;
     case F_VERSION: ch->hdr.version = (uint8_t) v; break;
-    case F_COOKIE: ch->hdr.cookie = opal_btl_usnic_wire32(v); break;
     case F_TYPE: ch->hdr.type = (uint8_t) v; break;
     case F_PAYLOAD_LEN: ch->hdr.payload_len = opal_btl_usnic_wire16((uint16_t) v); break;
     case F_FRAG_SIZE: ch->frag_size = opal_btl_usnic_wire32(v); break;
@@ -122,7 +120,7 @@ static void test_hdr_check_table(void)
         /* The checker gets exactly |len| bytes: copy them to a buffer of that size so ASan sees over-reads */
         uint8_t *exact = (uint8_t *) malloc(len ? len : 1);
         memcpy(exact, buf, len);
-        int got = opal_btl_usnic_hdr_check(exact, len, FX_COOKIE);
+        int got = opal_btl_usnic_hdr_check(exact, len);
         if (!CHECK_EQ(got, c->expect)) {
             fprintf(stderr, "  case \"%s\" (len %zu)\n", c->name, len);
         }
@@ -137,12 +135,12 @@ static void test_hdr_check_every_truncation(void)
     for (size_t k = 0; k < 3; ++k) {
         uint8_t buf[FX_MTU];
         size_t full = build(buf, kinds[k], kinds[k] == K_ACK ? 0 : 200);
-        CHECK_EQ(opal_btl_usnic_hdr_check(buf, full, FX_COOKIE), OK);
+        CHECK_EQ(opal_btl_usnic_hdr_check(buf, full), OK);
         unsigned accepted = 0;
         for (size_t len = 0; len < full; ++len) {
             uint8_t *exact = (uint8_t *) malloc(len ? len : 1);
             memcpy(exact, buf, len);
-            accepted += (OK == opal_btl_usnic_hdr_check(exact, len, FX_COOKIE));
+            accepted += (OK == opal_btl_usnic_hdr_check(exact, len));
             free(exact);
         }
         CHECK_EQ(accepted, 0);
@@ -166,14 +164,13 @@ static void test_recv_segment_drops_invalid(void)
         size_t len = case_len(c, build(buf, c->kind, c->payload));
         mutate(buf, c->field, c->value);
         opal_btl_usnic_stats_t before = fx.eng.stats;
-        fx_recv(&fx, buf, len);
+        fx_recv_raw(&fx, buf, len);
         ++expect_invalid;
         uint64_t *reason = NULL;
         switch (c->expect - 1) {
         case OPAL_BTL_USNIC_DROP_TRUNCATED: reason = &fx.eng.stats.num_drop_truncated; break;
         case OPAL_BTL_USNIC_DROP_BAD_MAGIC: reason = &fx.eng.stats.num_drop_bad_magic; break;
         case OPAL_BTL_USNIC_DROP_BAD_VERSION: reason = &fx.eng.stats.num_drop_bad_version; break;
-        case OPAL_BTL_USNIC_DROP_BAD_COOKIE: reason = &fx.eng.stats.num_drop_bad_cookie; break;
         case OPAL_BTL_USNIC_DROP_BAD_TYPE: reason = &fx.eng.stats.num_drop_bad_type; break;
         case OPAL_BTL_USNIC_DROP_BAD_CHUNK: reason = &fx.eng.stats.num_drop_bad_chunk; break;
         default: break;
@@ -194,8 +191,9 @@ static void test_recv_segment_drops_invalid(void)
     fx_fini(&fx);
 }
 
-/* Valid datagrams from a sender we do not know, or with the wrong cookie
- * but a piggy-backed ACK, change nothing */
+/* Valid datagrams from a sender we do not know, or from another job (or a
+ * forger: a tag under another key, a bit flipped after sealing, a copy of
+ * an authentic one) with a piggy-backed ACK, change nothing */
 static void test_recv_segment_unknown_peer_and_foreign_ack(void)
 {
     fx_t fx;
@@ -204,34 +202,49 @@ static void test_recv_segment_unknown_peer_and_foreign_ack(void)
     uint8_t buf[FX_MTU];
     uint8_t data[10] = {0};
 
-    size_t len = fx_build_frag(buf, FX_COOKIE, 5, 100, 1, data, sizeof(data)); /* sender 5: unknown */
+    size_t len = fx_build_frag(buf, 5, 100, 1, data, sizeof(data)); /* sender 5: unknown */
     fx_recv(&fx, buf, len);
-    len = fx_build_frag(buf, FX_COOKIE, 1000, 100, 1, data, sizeof(data)); /* beyond the lookup table */
+    len = fx_build_frag(buf, 1000, 100, 1, data, sizeof(data)); /* beyond the lookup table */
     fx_recv(&fx, buf, len);
     CHECK_EQ_U(fx.eng.stats.num_drop_unknown_peer, 2);
 
     /* an endpoint object without reliability state is "unknown" too */
     opal_btl_usnic_endpoint_t *bare = OBJ_NEW(opal_btl_usnic_endpoint_t);
     fx.peers[3] = bare;
-    len = fx_build_frag(buf, FX_COOKIE, 3, 100, 1, data, sizeof(data));
+    len = fx_build_frag(buf, 3, 100, 1, data, sizeof(data));
     fx_recv(&fx, buf, len);
     CHECK_EQ_U(fx.eng.stats.num_drop_unknown_peer, 3);
     fx.peers[3] = NULL;
     OBJ_RELEASE(bare);
 
-    /* ACK info in a datagram of another job must not be used */
+    /* ACK info in a datagram of another job (another key) must not be used */
     opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, 10, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     CHECK_EQ(fx_send(&fx, ep, frag, 1), 1);
-    len = fx_build_ack(buf, FX_COOKIE + 1, 1, 500);
-    fx_recv(&fx, buf, len);
+    len = fx_build_ack(buf, 1, 500);
+    fx_seal(&fx, buf, len, 7, 1000); /* sealed as sender 7 would: not sender 1's key */
+    fx_recv_raw(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, 1);
+    /* a genuine ACK with a bit flipped, or with no tag */
+    len = fx_build_ack(buf, 1, 500);
+    fx_seal(&fx, buf, len, 1, 1001);
+    buf[14] ^= 0x01; /* the ACK value */
+    fx_recv_raw(&fx, buf, len);
+    memset(((opal_btl_usnic_hdr_t *) buf)->mac, 0, OPAL_BTL_USNIC_MAC_BYTES);
+    fx_recv_raw(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, 3);
     CHECK_EQ_U(ep->tx.acked_seq, 499);
     CHECK_EQ_U(fx.eng.stats.num_ack_recvs, 0);
     CHECK_EQ(fx.ndels, 0);
-    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 4);
-    /* the real ACK works */
-    len = fx_build_ack(buf, FX_COOKIE, 1, 500);
-    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 6);
+    /* the real ACK works, once: its copy is a replay */
+    len = fx_build_ack(buf, 1, 500);
+    fx_seal(&fx, buf, len, 1, 1002);
+    fx_recv_raw(&fx, buf, len);
     CHECK_EQ_U(ep->tx.acked_seq, 500);
+    CHECK_EQ_U(fx.eng.stats.num_ack_recvs, 1);
+    fx_recv_raw(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_drop_replay, 1);
+    CHECK_EQ_U(fx.eng.stats.num_ack_recvs, 1);
     fx_complete_all(&fx);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);

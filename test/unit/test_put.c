@@ -298,8 +298,7 @@ static size_t build_put(uint8_t *buf, uint32_t seq, uint32_t region, uint64_t ke
     ph->hdr.magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     ph->hdr.version = OPAL_BTL_USNIC_PROTO_VERSION;
     ph->hdr.type = OPAL_BTL_USNIC_PKT_PUT;
-    ph->hdr.cookie = opal_btl_usnic_wire32(FX_COOKIE);
-    ph->hdr.sender_id = 0;
+    ph->hdr.sender_id = 0; /* the nonce and the tag: fx_recv seals */
     ph->hdr.seq = opal_btl_usnic_wire32(seq);
     ph->hdr.payload_len = opal_btl_usnic_wire16((uint16_t) len);
     ph->region_id = opal_btl_usnic_wire32(region);

@@ -31,9 +31,22 @@ static const char *cls_name(int c)
 static void rx(fx_t *fx, uint32_t seq)
 {
     uint8_t buf[64];
-    size_t len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 7, &seq, sizeof(seq));
+    size_t len = fx_build_frag(buf, PEER, seq, 7, &seq, sizeof(seq));
     fx_recv(fx, buf, len);
 }
+
+/* The fast path as the module calls it: on a datagram its sender sealed */
+static opal_btl_usnic_fast_t fast(fx_t *fx, uint8_t *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
+{
+    if (len >= sizeof(opal_btl_usnic_hdr_t)) {
+        fx_seal(fx, buf, len, opal_btl_usnic_host32(((opal_btl_usnic_hdr_t *) buf)->sender_id), ++fx->seal_nonce);
+    }
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
+    return opal_btl_usnic_recv_fast(&fx->eng, fx_lookup, buf, len, ep_p);
+}
+
+#define TAKEN OPAL_BTL_USNIC_FAST_TAKEN
+#define DECLINED OPAL_BTL_USNIC_FAST_DECLINED
 
 static const uint32_t isns[] = {0, 1000, 0x7ffffffeu, 0xfffffffcu, 0xfffffffeu, 0xffffffffu};
 
@@ -252,45 +265,52 @@ static void test_fast_receive_path(void)
     uint8_t buf[128];
     opal_btl_usnic_endpoint_t *got_ep = NULL;
     uint32_t seq = 50;
-    size_t len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
-    CHECK(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    size_t len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), TAKEN);
     CHECK_PTR_EQ(got_ep, ep);
     CHECK_EQ(fx.ndels, 1);
     CHECK_EQ(fx.peer_failed_rc, 0);
     CHECK(!ep->rx.ack_owed); /* deferred */
     opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
     CHECK(ep->rx.ack_owed);
-    /* a duplicate is not for the fast path */
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    /* a duplicate (sent again: a new nonce) is not for the fast path;
+     * a copy of the same datagram (the same nonce) is dropped as a replay */
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
+    CHECK_EQ(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep), DECLINED);
+    fx_seal(&fx, buf, len, PEER, fx.seal_nonce - 1); /* the nonce the fast path took */
+    uint64_t replays = fx.eng.stats.num_drop_replay;
+    fx_recv_raw(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_drop_replay, replays + 1);
     CHECK_EQ(fx.ndels, 1);
     /* nor a chunk, garbage, an unknown sender */
     seq = 51;
-    len = fx_build_chunk(buf, FX_COOKIE, PEER, seq, 3, 1, 3000, 0, buf + 64, 10);
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
-    len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len - 1, &got_ep));
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, 10, &got_ep));
-    len = fx_build_frag(buf, FX_COOKIE, 6, seq, 3, &seq, sizeof(seq));
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
-    len = fx_build_frag(buf, FX_COOKIE, PEER, 51 + 16, 3, &seq, sizeof(seq)); /* too new */
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    static const uint8_t ten[10] = {0};
+    len = fx_build_chunk(buf, PEER, seq, 3, 1, 3000, 0, ten, sizeof(ten));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len - 1, &got_ep), DECLINED);
+    CHECK_EQ(fast(&fx, buf, 10, &got_ep), DECLINED);
+    len = fx_build_frag(buf, 6, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
+    len = fx_build_frag(buf, PEER, 51 + 16, 3, &seq, sizeof(seq)); /* too new */
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
     CHECK_EQ(fx.ndels, 1);
     CHECK_EQ_U(ep->rx.next_expected, 51);
     /* out of order is not: the slow path holds it back */
     seq = 53;
-    len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
     fx_recv(&fx, buf, len);
     CHECK_EQ(fx.ndels, 1);
     CHECK_EQ(ep->rx.nheld, 1);
     /* nor one whose successor waits: it would be handed over behind it */
     seq = 52;
-    len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
     fx_recv(&fx, buf, len);
     CHECK_EQ(fx.ndels, 1);
     seq = 51;
-    len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
-    CHECK(!opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
     fx_recv(&fx, buf, len);
     REQUIRE_EQ(fx.ndels, 4); /* 51, then 52 and 53 */
     for (uint32_t d = 1; d < 4; ++d) {
@@ -300,8 +320,8 @@ static void test_fast_receive_path(void)
     }
     /* in order again: the fast path takes it */
     seq = 54;
-    len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 3, &seq, sizeof(seq));
-    CHECK(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep));
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    CHECK_EQ(fast(&fx, buf, len, &got_ep), TAKEN);
     opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
     CHECK_EQ(fx.ndels, 5);
     CHECK_EQ(fx.peer_failed_rc, 0);
@@ -484,9 +504,9 @@ static void test_fast_path_delivers_what_came_during_upcall(void)
     nested_depth = nested_max_depth = 0;
     uint8_t buf[64];
     uint32_t seq = 200;
-    size_t len = fx_build_frag(buf, FX_COOKIE, PEER, seq, 7, &seq, sizeof(seq));
+    size_t len = fx_build_frag(buf, PEER, seq, 7, &seq, sizeof(seq));
     opal_btl_usnic_endpoint_t *got = NULL;
-    REQUIRE(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got));
+    REQUIRE_EQ(fast(&fx, buf, len, &got), TAKEN);
     REQUIRE_EQ(fx.ndels, 3); /* 200, then 201 and 202 before recv_fast returned */
     for (uint32_t d = 0; d < 3; ++d) {
         uint32_t v;
@@ -517,7 +537,7 @@ static void test_rx_state(void)
     CHECK_EQ(st.held, 2);
     CHECK_EQ(st.slots, 0);
     uint8_t buf[FX_MTU], data[FX_MAX_CHUNK_PAYLOAD] = {0};
-    fx_recv(&fx, buf, fx_build_chunk(buf, FX_COOKIE, PEER, 0xfffffffeu + 3, 7, 9, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
+    fx_recv(&fx, buf, fx_build_chunk(buf, PEER, 0xfffffffeu + 3, 7, 9, 3000, 0, data, FX_MAX_CHUNK_PAYLOAD));
     opal_btl_usnic_rx_state(ep, &st);
     CHECK_EQ(st.ahead, 3);
     CHECK_EQ(st.holes, 3);

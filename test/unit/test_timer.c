@@ -904,7 +904,7 @@ static void test_peer_timeout_idle_endpoint(void)
     for (uint64_t t = 200; t < 1000000; t += 997) {
         fx_set_time(&fx, t);
         if (0 == (t / 997) % 10) {
-            fx_recv(&fx, buf, fx_build_frag(buf, FX_COOKIE, PEER, seq++, 3, "x", 1));
+            fx_recv(&fx, buf, fx_build_frag(buf, PEER, seq++, 3, "x", 1));
         }
         fx_progress(&fx);
         fx_complete_all(&fx);
@@ -991,7 +991,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     uint8_t buf[64];
     for (uint32_t i = 0; i < 10; ++i) {
         fx_set_time(&fx, 100 * i);
-        fx_recv(&fx, buf, fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + i, 3, "ab", 2));
+        fx_recv(&fx, buf, fx_build_frag(buf, PEER, PEER_ISN + i, 3, "ab", 2));
         for (int k = 0; k < 5; ++k) {
             fx_progress(&fx);
         }
@@ -1086,7 +1086,7 @@ static void test_send_paths_use_owner_clock(void)
 static void rx_ack_flags(fx_t *fx, uint32_t ack_seq, uint8_t flags)
 {
     uint8_t buf[64];
-    size_t len = fx_build_ack(buf, FX_COOKIE, PEER, ack_seq);
+    size_t len = fx_build_ack(buf, PEER, ack_seq);
     ((opal_btl_usnic_hdr_t *) buf)->flags |= flags;
     fx_recv(fx, buf, len);
 }
@@ -1184,7 +1184,7 @@ static void test_receiver_reports_premature_and_repaired(void)
     size_t len;
     fx_set_time(&fx, 1000);
     /* PEER_ISN arrives; its timeout copy comes before we ACKed it */
-    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN, 3, "a", 1);
+    len = fx_build_frag(buf, PEER, PEER_ISN, 3, "a", 1);
     fx_recv(&fx, buf, len);
     ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
     fx_recv(&fx, buf, len);
@@ -1199,7 +1199,7 @@ static void test_receiver_reports_premature_and_repaired(void)
     REQUIRE_EQ(fx.nposts, 2);
     CHECK_EQ(fx_post_hdr(&fx.posts[1])->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP, 0);
     /* a copy that is not a timeout's (a fast or selective repair): no report */
-    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 1, 3, "b", 1);
+    len = fx_build_frag(buf, PEER, PEER_ISN + 1, 3, "b", 1);
     fx_recv(&fx, buf, len);
     ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
     fx_recv(&fx, buf, len);
@@ -1207,7 +1207,7 @@ static void test_receiver_reports_premature_and_repaired(void)
     REQUIRE_EQ(fx.nposts, 3);
     CHECK_EQ(fx_post_hdr(&fx.posts[2])->flags & (OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP | OPAL_BTL_USNIC_HDR_FLAG_REPAIRED), 0);
     /* a retransmitted copy of a segment we lacked: a real loss */
-    len = fx_build_frag(buf, FX_COOKIE, PEER, PEER_ISN + 2, 3, "c", 1);
+    len = fx_build_frag(buf, PEER, PEER_ISN + 2, 3, "c", 1);
     ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
     fx_recv(&fx, buf, len);
     fx_set_time(&fx, fx.now + 10 * FX_RTO_MIN);

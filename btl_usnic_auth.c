@@ -1,0 +1,190 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * Datagram authentication.
+ *
+ * Design notes
+ * ------------
+ * Threat.  Anyone may send us datagrams: a local user without privileges,
+ * another job, a host on the network, a sniffer on the path.  Only the
+ * job's own processes share secrets: the modex is readable only by them.
+ * Nothing derived from job ids, pids or clocks is a secret, so every key
+ * comes from getrandom (no fallback: a process without kernel randomness
+ * does not run this BTL).
+ *
+ * Keys.  Every module draws a receive key and a 16-byte identity and
+ * publishes both in the modex.  The key of the direction A -> B is
+ * BLAKE2b(key = B's receive key, "usnic-btl key v2" || A's identity): the
+ * sender derives it from B's modex entry, the receiver from its own key
+ * and A's identity, and it differs for every ordered pair of modules, so a
+ * datagram cannot be replayed to another peer, another module or another
+ * job (different keys), and one direction's nonces never meet another's.
+ *
+ * Tag.  An AEAD with the datagram as associated data and nothing
+ * encrypted (MPI data is not secret here; its integrity and origin are):
+ * AES-256-GCM where both ends' CPUs have AES-NI and PCLMUL (about 55 ns
+ * for a header, 300 ns for 1472 bytes on this project's test machines),
+ * ChaCha20-Poly1305 otherwise (about 200 / 640 ns); both from libsodium, a
+ * small audited library, through its one-shot calls.  SipHash would need
+ * no nonce but costs 740 ns per 1472 bytes and gives a 64-bit tag; keyed
+ * BLAKE2b and HMAC-SHA256 cost 1.8 and 2.4 us.  The 96-bit nonce is the
+ * header's 64-bit nonce field and 32 zero bits.
+ *
+ * Nonces.  A nonce must never repeat under one key (a repeated GCM nonce
+ * reveals the authentication key).  Each endpoint counts its datagrams
+ * (first transmissions, retransmissions and ACKs alike) in the low 40
+ * bits, above a generation its module hands out once per endpoint it
+ * makes; a new endpoint to the same peer therefore starts above every
+ * number the old one used.  2^40 datagrams to one peer take years.
+ *
+ * Replay.  An authentic datagram is taken at most once: the receiver keeps
+ * a 1024-nonce window per peer.  An authentic nonce too far behind the
+ * newest is dropped (its data, if any, comes again with a new nonce).
+ * Sequence numbers already make data idempotent; the window also keeps a
+ * recorded ACK or a copy of any datagram from being taken twice.
+ *
+ * What each protection mode (btl_usnic_protection) stops is in README.txt.
+ */
+#include "btl_usnic_auth.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+unsigned opal_btl_usnic_auth_init(void)
+{
+    if (sodium_init() < 0) {
+        return 0;
+    }
+    return OPAL_BTL_USNIC_MAC_CHACHAPOLY | (crypto_aead_aes256gcm_is_available() ? OPAL_BTL_USNIC_MAC_AESGCM : 0u);
+}
+
+int opal_btl_usnic_random(void *buf, size_t n)
+{
+    uint8_t *p = (uint8_t *) buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0); /* waits until the kernel's generator is seeded */
+        if (got < 0) {
+            if (EINTR == errno) {
+                continue;
+            }
+            return -1;
+        }
+        p += got;
+        n -= (size_t) got;
+    }
+    return 0;
+}
+
+void opal_btl_usnic_derive_key(const uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES],
+                               const uint8_t sender_id[OPAL_BTL_USNIC_ID_BYTES],
+                               uint8_t out[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const char label[16] = "usnic-btl key v2";
+    uint8_t msg[sizeof(label) + OPAL_BTL_USNIC_ID_BYTES];
+    memcpy(msg, label, sizeof(label));
+    memcpy(msg + sizeof(label), sender_id, OPAL_BTL_USNIC_ID_BYTES);
+    crypto_generichash(out, OPAL_BTL_USNIC_KEY_BYTES, msg, sizeof(msg), recv_key, OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
+{
+    unsigned both = mine & theirs;
+    if (both & OPAL_BTL_USNIC_MAC_AESGCM) {
+        return OPAL_BTL_USNIC_MAC_AESGCM;
+    }
+    return (both & OPAL_BTL_USNIC_MAC_CHACHAPOLY) ? OPAL_BTL_USNIC_MAC_CHACHAPOLY : 0u;
+}
+
+void opal_btl_usnic_mac_init(opal_btl_usnic_mac_t *m, unsigned alg, const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    m->alg = alg;
+    memcpy(m->key, key, OPAL_BTL_USNIC_KEY_BYTES);
+    if (OPAL_BTL_USNIC_MAC_AESGCM == alg) {
+        crypto_aead_aes256gcm_beforenm(&m->aes, key);
+    }
+}
+
+void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m)
+{
+    sodium_memzero(m, sizeof(*m));
+}
+
+static void nonce_bytes(uint64_t nonce, uint8_t out[12])
+{
+    for (int i = 0; i < 8; ++i) {
+        out[i] = (uint8_t) (nonce >> (8 * i));
+    }
+    memset(out + 8, 0, 4);
+}
+
+void opal_btl_usnic_mac_tag(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,
+                            uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t iv[12], none[1] = {0}; /* nothing is encrypted: the datagram is associated data */
+    unsigned long long taglen = 0;
+    nonce_bytes(nonce, iv);
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
+        crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &taglen, none, 0, data, len, NULL, iv, &m->aes);
+    } else if (OPAL_BTL_USNIC_MAC_CHACHAPOLY == m->alg) {
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, tag, &taglen, none, 0, data, len, NULL, iv, m->key);
+    } else {
+        memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
+    }
+}
+
+bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,
+                              const uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t iv[12], none[1] = {0};
+    nonce_bytes(nonce, iv);
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
+        return 0 == crypto_aead_aes256gcm_decrypt_detached_afternm(none, NULL, none, 0, tag, data, len, iv, &m->aes);
+    }
+    if (OPAL_BTL_USNIC_MAC_CHACHAPOLY == m->alg) {
+        return 0 == crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, NULL, none, 0, tag, data, len, iv,
+                                                                       m->key);
+    }
+    return false; /* no key: nothing checks */
+}
+
+/* ----- anti-replay ----- */
+
+static bool replay_bit(const opal_btl_usnic_replay_t *w, uint64_t n)
+{
+    uint64_t i = n % OPAL_BTL_USNIC_REPLAY_WINDOW;
+    return 0 != (w->bits[i / 64] & (1ull << (i % 64)));
+}
+
+opal_btl_usnic_replay_verdict_t opal_btl_usnic_replay_check(const opal_btl_usnic_replay_t *w, uint64_t nonce)
+{
+    if (0 == nonce) {
+        return OPAL_BTL_USNIC_REPLAY_STALE; /* never sent */
+    }
+    if (nonce > w->highest) {
+        return OPAL_BTL_USNIC_REPLAY_NEW;
+    }
+    if (w->highest - nonce >= OPAL_BTL_USNIC_REPLAY_WINDOW) {
+        return OPAL_BTL_USNIC_REPLAY_STALE;
+    }
+    return replay_bit(w, nonce) ? OPAL_BTL_USNIC_REPLAY_SEEN : OPAL_BTL_USNIC_REPLAY_NEW;
+}
+
+void opal_btl_usnic_replay_accept(opal_btl_usnic_replay_t *w, uint64_t nonce)
+{
+    if (nonce > w->highest) {
+        /* clear the bits of the nonces the window moves over */
+        uint64_t gap = nonce - w->highest;
+        if (gap >= OPAL_BTL_USNIC_REPLAY_WINDOW || 0 == w->highest) {
+            memset(w->bits, 0, sizeof(w->bits));
+        } else {
+            for (uint64_t n = w->highest + 1; n <= nonce; ++n) {
+                uint64_t i = n % OPAL_BTL_USNIC_REPLAY_WINDOW;
+                w->bits[i / 64] &= ~(1ull << (i % 64));
+            }
+        }
+        w->highest = nonce;
+    }
+    uint64_t i = nonce % OPAL_BTL_USNIC_REPLAY_WINDOW;
+    w->bits[i / 64] |= 1ull << (i % 64);
+}

@@ -84,6 +84,7 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t netmask;           /* network byte order */
     uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
     bool gather_send;           /* the provider sends two iovecs as one datagram */
+    bool source_checked;        /* FI_SOURCE: completions say where a datagram came from */
     size_t inject_size;         /* datagrams up to this size go by fi_inject (no completion) */
     uint32_t link_speed_mbps;
     uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* secret: published only in the modex */

@@ -109,14 +109,14 @@ static int usnic_component_close(void)
 
 /* ----- discovery ----- */
 
-static struct fi_info *getinfo_for(const char *provider)
+static struct fi_info *getinfo_caps(const char *provider, uint64_t caps)
 {
     struct fi_info *hints = fi_allocinfo();
     struct fi_info *list = NULL;
     if (NULL == hints) {
         return NULL;
     }
-    hints->caps = FI_MSG;
+    hints->caps = caps;
     hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
     hints->addr_format = FI_SOCKADDR_IN;
     hints->ep_attr->type = FI_EP_DGRAM;
@@ -124,8 +124,24 @@ static struct fi_info *getinfo_for(const char *provider)
     int rc = fi_getinfo(OPAL_BTL_USNIC_FI_VERSION, NULL, NULL, 0, hints, &list);
     fi_freeinfo(hints);
     if (0 != rc) {
-        opal_btl_usnic_verbose(5, "fi_getinfo(provider %s): %s", provider, fi_strerror(-rc));
+        opal_btl_usnic_verbose(5, "fi_getinfo(provider %s, caps 0x%llx): %s", provider, (unsigned long long) caps,
+                               fi_strerror(-rc));
         return NULL;
+    }
+    return list;
+}
+
+/* Interfaces of |provider|; with FI_SOURCE where it can tell each
+ * datagram's source (the modules then check it), else without */
+static struct fi_info *getinfo_for(const char *provider)
+{
+    struct fi_info *list = getinfo_caps(provider, FI_MSG | FI_SOURCE);
+    if (NULL == list) {
+        list = getinfo_caps(provider, FI_MSG);
+        if (NULL != list) {
+            opal_btl_usnic_verbose(1, "provider %s cannot report datagram sources (FI_SOURCE): senders are "
+                                      "authenticated by their tags only", provider);
+        }
     }
     return list;
 }

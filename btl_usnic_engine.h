@@ -454,6 +454,16 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
 void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg);
 
+/* ----- the upward interface (btl_usnic_pml.c) ----- */
+
+/**
+ * Hand a complete fragment to the PML through Open MPI's table of receive
+ * callbacks.  A tag outside the table, or one nobody registered, is
+ * dropped and counted (num_drop_bad_tag); returns whether it was handed.
+ */
+bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl, uint8_t tag, void *data,
+                                size_t len);
+
 /* ----- emulated PUT (btl_usnic_put.c) ----- */
 
 /* Most regions a module exposes at once (live + tombstones) */

@@ -244,21 +244,8 @@ static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 static void wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
                          size_t len)
 {
-    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
-    const mca_btl_active_message_callback_t *reg = mca_btl_base_active_message_trigger + tag;
-    if (OPAL_UNLIKELY(NULL == reg->cbfunc)) {
-        /* nobody registered this tag: a corrupt or foreign segment */
-        OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_type);
-        OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
-        return;
-    }
-    mca_btl_base_segment_t segment = {.seg_addr.pval = data, .seg_len = len};
-    mca_btl_base_descriptor_t desc;
-    memset(&desc, 0, sizeof(desc));
-    desc.des_segments = &segment;
-    desc.des_segment_count = 1;
     (void) ep;
-    reg->cbfunc(&module->super, tag, &desc, reg->cbdata);
+    (void) opal_btl_usnic_pml_deliver(eng, &opal_btl_usnic_module_of(eng)->super, tag, data, len);
 }
 
 static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
@@ -447,10 +434,33 @@ static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_
     return len > module->prefix + module->chan[rseg->channel].mtu;
 }
 
-static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len)
+/* Did the datagram come from where its claimed sender sends?  The claim
+ * only picks the endpoint whose address to compare (the tag proves the
+ * rest); datagrams too short to carry one, or from unknown senders, are
+ * the engine's to count. */
+static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg, size_t len,
+                      fi_addr_t src)
+{
+    if (!module->source_checked || len < module->prefix + sizeof(opal_btl_usnic_hdr_t)) {
+        return true;
+    }
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) (rseg->buf + module->prefix);
+    const opal_btl_usnic_endpoint_t *ep = lookup_sender(&module->eng, opal_btl_usnic_host32(hdr->sender_id));
+    if (NULL == ep || src == ep->peer_addr[rseg->channel]) {
+        return true;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
+    return false;
+}
+
+static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
 {
     if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
         count_oversized(module);
+    } else if (OPAL_UNLIKELY(!source_ok(module, rseg, len, src))) {
+        /* counted */
     } else if (OPAL_UNLIKELY(len < module->prefix)) {
         /* not even the provider's prefix: no header of ours to look at */
         OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
@@ -464,13 +474,13 @@ static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg
     recv_repost(module, rseg);
 }
 
-static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp)
+static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp, fi_addr_t src)
 {
     if (OPAL_UNLIKELY(is_inject_ctx(module, comp->op_context))) {
         return; /* an injected duplicate: nothing of ours to release */
     }
     if (comp->flags & FI_RECV) {
-        handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len);
+        handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len, src);
     } else {
         opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp->op_context));
     }
@@ -495,18 +505,34 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
     }
 }
 
+/* Up to |max| completions of |chan|, with the source of each receive
+ * where the provider reports it (FI_ADDR_NOTAVAIL otherwise) */
+static ssize_t cq_read(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
+                       struct fi_cq_msg_entry *comps, fi_addr_t *srcs, size_t max)
+{
+    if (module->source_checked) {
+        return fi_cq_readfrom(chan->cq, comps, max, srcs);
+    }
+    ssize_t n = fi_cq_read(chan->cq, comps, max);
+    for (ssize_t i = 0; i < n; ++i) {
+        srcs[i] = FI_ADDR_NOTAVAIL;
+    }
+    return n;
+}
+
 /* Drain one channel's CQ, at most a bounded number of reads: the udp
  * provider reaps at most one receive per fi_cq_read. */
 static int poll_channel(opal_btl_usnic_module_t *module, int c)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[c];
     struct fi_cq_msg_entry comps[OPAL_BTL_USNIC_CQ_BATCH];
+    fi_addr_t srcs[OPAL_BTL_USNIC_CQ_BATCH];
     int count = 0;
     for (int pass = 0; pass < OPAL_BTL_USNIC_CQ_READS_PER_PASS; ++pass) {
-        ssize_t n = fi_cq_read(chan->cq, comps, OPAL_BTL_USNIC_CQ_BATCH);
+        ssize_t n = cq_read(module, chan, comps, srcs, OPAL_BTL_USNIC_CQ_BATCH);
         if (n > 0) {
             for (ssize_t i = 0; i < n; ++i) {
-                handle_completion(module, &comps[i]);
+                handle_completion(module, &comps[i], srcs[i]);
             }
             count += (int) n;
         } else if (-FI_EAVAIL == n) {
@@ -536,7 +562,8 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
     if (module->fast_deferred_valid || module->fast_in_upcall) {
         return false;
     }
-    ssize_t n = fi_cq_read(chan->cq, &comp, 1);
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ssize_t n = cq_read(module, chan, &comp, &src, 1);
     if (1 != n) {
         /* each read of an empty CQ costs the udp provider a recvmsg call */
         module->prio_found_empty = (-FI_EAGAIN == n);
@@ -547,12 +574,14 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
         opal_btl_usnic_endpoint_t *ep = NULL;
         ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
         opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
-        module->fast_in_upcall = true;
-        if (comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len)) {
+        if (!source_ok(module, rseg, comp.len, src)) {
+            how = OPAL_BTL_USNIC_FAST_DROPPED; /* counted */
+        } else if (comp.len >= module->prefix && !recv_is_oversized(module, rseg, comp.len)) {
+            module->fast_in_upcall = true;
             how = opal_btl_usnic_recv_fast(&module->eng, lookup_sender, rseg->buf + module->prefix,
                                            comp.len - module->prefix, &ep);
+            module->fast_in_upcall = false;
         }
-        module->fast_in_upcall = false;
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             module->fast_deferred_valid = true;
             module->fast_deferred_ep = ep;
@@ -561,11 +590,11 @@ bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64
         }
         --module->eng.rx_buffers_held;
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
-            recv_repost(module, rseg); /* counted by the engine */
+            recv_repost(module, rseg); /* counted */
             return false;
         }
     }
-    handle_completion(module, &comp);
+    handle_completion(module, &comp, src);
     return false;
 }
 
@@ -1317,6 +1346,7 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
     prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
     module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
     module->gather_send = info->tx_attr->iov_limit >= 2;
+    module->source_checked = 0 != (info->caps & FI_SOURCE);
     module->inject_size = info->tx_attr->inject_size;
     opal_btl_usnic_verbose(5, "%s: datagrams up to %zu bytes are sent by fi_inject", module->domain_name,
                            module->inject_size);

@@ -178,8 +178,10 @@ void opal_btl_usnic_replay_accept(opal_btl_usnic_replay_t *w, uint64_t nonce)
         if (gap >= OPAL_BTL_USNIC_REPLAY_WINDOW || 0 == w->highest) {
             memset(w->bits, 0, sizeof(w->bits));
         } else {
-            for (uint64_t n = w->highest + 1; n <= nonce; ++n) {
-                uint64_t i = n % OPAL_BTL_USNIC_REPLAY_WINDOW;
+            /* counted by the gap, not up to |nonce|: that loop would never
+             * end at 2^64 - 1 (found by the fuzzer) */
+            for (uint64_t k = 1; k <= gap; ++k) {
+                uint64_t i = (w->highest + k) % OPAL_BTL_USNIC_REPLAY_WINDOW;
                 w->bits[i / 64] &= ~(1ull << (i % 64));
             }
         }

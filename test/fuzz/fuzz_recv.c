@@ -2,10 +2,13 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * libFuzzer target: arbitrary bytes into the receive side of the engine
- * (opal_btl_usnic_recv_segment, opal_btl_usnic_recv_fast / _finish),
- * against a unit-test fixture engine (test/unit/fixture.h) with two known
- * peers, our job cookie and a little data of our own in flight (so that
- * ACKs have something to release).  One input is a sequence of datagrams,
+ * (opal_btl_usnic_recv_segment, opal_btl_usnic_recv_fast / _finish) and on
+ * up the production path to the PML (opal_btl_usnic_pml_deliver through
+ * Open MPI's real table of receive callbacks, some tags registered, the
+ * rest not, tag 255 beyond the table), against a unit-test fixture engine
+ * (test/unit/fixture.h) with full protection, two known peers and a
+ * little data of our own in flight (so that ACKs have something to
+ * release).  One input is a sequence of datagrams,
  * so the fuzzer reaches reassembly, the receive window and ACK handling,
  * not only the header check.
  *
@@ -31,7 +34,10 @@
  *                           running when this record comes up, the datagram
  *                           arrives from inside it (the PML re-entering
  *                           progress); otherwise at top level
- *               bit 15:     unused
+ *               bit 15:     raw: the datagram keeps the tag it carries;
+ *                           otherwise it is sealed as its claimed sender
+ *                           would, with the nonce it carries (0: the next
+ *                           one of the harness)
  *     the datagram
  *
  * Peers: sender id 1 (our MTU) and 2 (MTU cut to FZ_SMALL_MTU, so that
@@ -41,15 +47,17 @@
  * reports any write to it).
  *
  * Fix-ups (bit 1) are applied to the copy handed to the engine, to get the
- * fuzzer past checks it cannot solve from comparisons alone: magic, version
- * and cookie are overwritten with the right values; the sender id is taken
+ * fuzzer past checks it cannot solve from comparisons alone: magic and
+ * version are overwritten with the right values; the sender id is taken
  * modulo 4; for a known sender, seq and ack_seq are read as offsets from
  * its rx.next_expected and tx.acked_seq (0: in order / nothing new); in a
  * PUT to one of our regions, the key is XORed with the region's (random)
  * key and the address is an offset from the region's base.
  *
  * Checked after every datagram (abort() with a message on violation):
- * one datagram is counted once; only a valid header from a known peer with
+ * one datagram is counted once; a datagram whose tag does not verify, or
+ * whose nonce was taken before, changes nothing but its drop counter; only
+ * an authentic valid header from a known peer with
  * a new (in-window, not yet received) sequence number is accepted, and no
  * (peer, seq) is ever accepted twice; a datagram that is not accepted
  * delivers nothing; an accepted FRAG, and a chunked fragment once the
@@ -59,7 +67,9 @@
  * that queue, byte-identical, with everything up to its last segment
  * received (so the PML gets a peer's fragments in sequence order, each
  * once, and never a byte that did not arrive), never inside another
- * upcall for the same peer, and <= max_send_size; between top-level
+ * upcall for the same peer, and <= max_send_size; a delivery reaches the
+ * PML's callback iff its tag is registered (else it is counted as
+ * drop_bad_tag); between top-level
  * datagrams nothing deliverable is left waiting and the engine holds
  * exactly the queued ones; next_expected only moves forward, by at most
  * the window, and only for an accepted in-order segment; reassembly slots
@@ -84,7 +94,7 @@
 
 #define FZ_NPEERS 2            /* sender ids 1 .. FZ_NPEERS */
 #define FZ_SMALL_PEER 2
-#define FZ_SMALL_MTU 200       /* chunk payload 160 */
+#define FZ_SMALL_MTU 200       /* chunk payload 140 */
 #define FZ_MAX_WINDOW 64
 #define FZ_MAX_RECORDS 2048
 #define FZ_MAX_DEPTH 4         /* nested receives */
@@ -121,11 +131,18 @@ typedef struct {
     size_t len;
     unsigned action;
     bool nested;
+    bool raw;
 } fz_record_t;
+
+/* Tags the harness's PML registered in Open MPI's table: 1 of 3 is not */
+static bool fz_tag_registered(unsigned tag)
+{
+    return tag < MCA_BTL_TAG_MAX && 0 != tag % 3;
+}
 
 /* Counters a datagram may move; also used for the deltas of nested ones */
 typedef struct {
-    uint64_t total, accepted, invalid;
+    uint64_t total, accepted, invalid, replays;
     uint32_t next_expected[FZ_NPEERS + 1];
 } fz_count_t;
 
@@ -134,6 +151,8 @@ typedef struct {
     const uint8_t *buf;
     size_t len;
     bool valid;                /* opal_btl_usnic_hdr_check() passed */
+    bool authentic;            /* its tag verifies under its sender's key */
+    bool replay;               /* ... but its nonce was taken before (or is too old) */
     uint8_t type, tag;
     uint32_t peer;
     opal_btl_usnic_endpoint_t *ep;
@@ -178,6 +197,9 @@ static struct {
     fz_expect_t *expect[FZ_NPEERS + 1];
     uint32_t nexpect[FZ_NPEERS + 1];
     bool in_upcall[FZ_NPEERS + 1];
+    opal_btl_usnic_replay_t replay[FZ_NPEERS + 1]; /* the nonces the engine must have taken */
+    uint64_t next_nonce;       /* for records that carry none */
+    unsigned pml_calls;        /* the PML's callback ran */
     struct {
         uint32_t peer, seq;
     } accepted[FZ_MAX_ACCEPTED];
@@ -204,6 +226,7 @@ static void count(fz_count_t *c)
     c->total = st->num_total_recvs;
     c->accepted = st->num_frag_recvs + st->num_chunk_recvs;
     c->invalid = st->num_invalid_recvs;
+    c->replays = st->num_drop_replay;
     for (int p = 1; p <= FZ_NPEERS; ++p) {
         c->next_expected[p] = S.ep[p]->rx.next_expected;
     }
@@ -215,6 +238,7 @@ static void count_add_delta(fz_count_t *acc, const fz_count_t *a, const fz_count
     acc->total += b->total - a->total;
     acc->accepted += b->accepted - a->accepted;
     acc->invalid += b->invalid - a->invalid;
+    acc->replays += b->replays - a->replays;
     for (int p = 1; p <= FZ_NPEERS; ++p) {
         acc->next_expected[p] += b->next_expected[p] - a->next_expected[p];
     }
@@ -228,7 +252,6 @@ static void fix_up(uint8_t *buf, size_t len)
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
     h->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h->version = OPAL_BTL_USNIC_PROTO_VERSION;
-    h->cookie = opal_btl_usnic_wire32(FX_COOKIE);
     uint32_t sender = opal_btl_usnic_host32(h->sender_id) % 4;
     h->sender_id = opal_btl_usnic_wire32(sender);
     opal_btl_usnic_endpoint_t *ep = fx_lookup(&S.fx.eng, sender);
@@ -265,7 +288,7 @@ static opal_btl_usnic_put_verdict_t put_verdict(uint32_t id, uint64_t key, uint3
 /* What the engine should make of the datagram, from the state before it */
 static void frame_classify(fz_frame_t *f)
 {
-    f->valid = (OPAL_BTL_USNIC_VALID == opal_btl_usnic_hdr_check(f->buf, f->len, FX_COOKIE));
+    f->valid = (OPAL_BTL_USNIC_VALID == opal_btl_usnic_hdr_check(f->buf, f->len));
     if (!f->valid) {
         return;
     }
@@ -276,9 +299,26 @@ static void frame_classify(fz_frame_t *f)
     f->peer = opal_btl_usnic_host32(h->sender_id);
     f->ep = fx_lookup(&S.fx.eng, f->peer);
     f->seq = opal_btl_usnic_host32(h->seq);
-    if (NULL != f->ep) {
-        f->cls = opal_btl_usnic_seq_classify(f->ep, f->seq);
+    if (NULL == f->ep) {
+        return;
     }
+    f->cls = opal_btl_usnic_seq_classify(f->ep, f->seq);
+    /* what the engine will make of its tag and nonce (full protection) */
+    uint8_t *copy = (uint8_t *) malloc(f->len);
+    FZ_CHECK(NULL != copy);
+    memcpy(copy, f->buf, f->len);
+    memset(((opal_btl_usnic_hdr_t *) copy)->mac, 0, OPAL_BTL_USNIC_MAC_BYTES);
+    uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
+    opal_btl_usnic_mac_t m;
+    fx_key(f->peer, 0, key);
+    opal_btl_usnic_mac_init(&m, fx_mac_alg(), key);
+    uint64_t nonce = opal_btl_usnic_host64(h->nonce);
+    f->authentic = opal_btl_usnic_mac_check(&m, nonce, copy, f->len, h->mac);
+    f->replay = f->authentic && OPAL_BTL_USNIC_REPLAY_NEW != opal_btl_usnic_replay_check(&S.replay[f->peer], nonce);
+    if (f->authentic && !f->replay) {
+        opal_btl_usnic_replay_accept(&S.replay[f->peer], nonce); /* the engine takes it now */
+    }
+    free(copy);
     if (OPAL_BTL_USNIC_PKT_CHUNK == f->type) {
         const opal_btl_usnic_chunk_hdr_t *ch = (const opal_btl_usnic_chunk_hdr_t *) f->buf;
         f->frag_id = opal_btl_usnic_host32(ch->frag_id);
@@ -363,7 +403,8 @@ static void expect_free(fz_expect_t *e)
  * must now get from it, if anything */
 static void frame_absorb(fz_frame_t *f)
 {
-    if (f->absorbed || !f->valid || NULL == f->ep || OPAL_BTL_USNIC_PKT_ACK == f->type || !is_new(f->cls) ||
+    if (f->absorbed || !f->valid || NULL == f->ep || !f->authentic || f->replay || OPAL_BTL_USNIC_PKT_ACK == f->type ||
+        !is_new(f->cls) ||
         is_new(opal_btl_usnic_seq_classify(f->ep, f->seq))) {
         return;
     }
@@ -380,7 +421,18 @@ static void frame_absorb(fz_frame_t *f)
     }
 }
 
-static void fz_deliver_hook(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data, size_t len)
+/* The harness's PML: Open MPI calls it for the registered tags */
+static void fz_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag, mca_btl_base_descriptor_t *des,
+                            void *cbdata)
+{
+    (void) btl;
+    (void) cbdata;
+    FZ_CHECK(fz_tag_registered(tag) && 1 == des->des_segment_count);
+    ++S.pml_calls;
+}
+
+static void fz_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                            size_t len)
 {
     FZ_CHECK(!S.in_action && S.depth > 0); /* only a receive delivers */
     for (int d = 0; d < S.depth; ++d) {
@@ -396,10 +448,18 @@ static void fz_deliver_hook(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag
     FZ_CHECK(opal_btl_usnic_seq_lt(e->seq, ep->rx.next_expected)); /* its turn: all before it arrived */
     FZ_CHECK(len == e->len && tag == e->tag);
     FZ_CHECK(0 == memcmp(data, e->data, len));
-    FZ_CHECK(len <= fx->eng.p.max_send_size);
+    FZ_CHECK(len <= eng->p.max_send_size);
     expect_free(e);
     ++S.stack[S.depth - 1]->delivered;
     ++S.ndelivered;
+    /* on up as the module does: the tag indexes Open MPI's table only if
+     * it is inside it, and only a registered one reaches the PML */
+    uint64_t bad_tags = eng->stats.num_drop_bad_tag;
+    S.pml_calls = 0;
+    bool handed = opal_btl_usnic_pml_deliver(eng, NULL, tag, data, len);
+    FZ_CHECK(handed == fz_tag_registered(tag));
+    FZ_CHECK(S.pml_calls == (handed ? 1u : 0u));
+    FZ_CHECK(eng->stats.num_drop_bad_tag == bad_tags + (handed ? 0u : 1u));
 #ifdef FUZZ_SELFTEST
     if (len >= 4 && 0 == memcmp(data, "BOOM", 4)) {
         __builtin_trap();
@@ -429,7 +489,8 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
     uint64_t total = after->total - before->total - f->nested.total;
     uint64_t counted = after->accepted - before->accepted - f->nested.accepted;
     uint64_t invalid = after->invalid - before->invalid - f->nested.invalid;
-    bool data = f->valid && NULL != f->ep && OPAL_BTL_USNIC_PKT_ACK != f->type;
+    uint64_t replays = after->replays - before->replays - f->nested.replays;
+    bool data = f->valid && NULL != f->ep && f->authentic && !f->replay && OPAL_BTL_USNIC_PKT_ACK != f->type;
     /* Accepted: its sequence number was new and now is not.  (Nested
      * datagrams cannot take it: only an accepted one delivers, and so
      * nests.)  Judged by the window, so that data segment types this
@@ -447,9 +508,10 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
                    f->buf + sizeof(opal_btl_usnic_put_hdr_t), f->payload);
         }
     }
-    if (!f->valid || NULL == f->ep) {
+    if (!f->valid || NULL == f->ep || !f->authentic) {
         FZ_CHECK(invalid >= 1);
     }
+    FZ_CHECK(replays == ((f->valid && NULL != f->ep && f->replay) ? 1u : 0u));
     if (!accepted) {
         FZ_CHECK(0 == f->delivered); /* only an arrival that is taken can make a fragment's turn come */
     } else {
@@ -542,6 +604,11 @@ static void run_record(const fz_record_t *r)
     if (S.fixup) {
         fix_up(buf, r->len);
     }
+    if (!r->raw && r->len >= sizeof(opal_btl_usnic_hdr_t)) {
+        opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
+        uint64_t nonce = opal_btl_usnic_host64(h->nonce);
+        fx_seal(&S.fx, buf, r->len, opal_btl_usnic_host32(h->sender_id), 0 != nonce ? nonce : ++S.next_nonce);
+    }
     f.buf = buf;
     f.len = r->len;
     frame_classify(&f);
@@ -552,7 +619,10 @@ static void run_record(const fz_record_t *r)
     opal_btl_usnic_engine_set_time(&S.fx.eng, S.fx.now);
     if (S.fast) {
         opal_btl_usnic_endpoint_t *ep = NULL;
-        if (opal_btl_usnic_recv_fast(&S.fx.eng, fx_lookup, buf, r->len, &ep)) {
+        opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&S.fx.eng, fx_lookup, buf, r->len, &ep);
+        if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
+            FZ_CHECK(0 == f.delivered && (!f.authentic || f.replay)); /* counted: nothing else to do */
+        } else if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             /* its own fragment, then any that completed during its upcall */
             FZ_CHECK(ep == f.ep && OPAL_BTL_USNIC_PKT_FRAG == f.type && f.delivered >= 1);
             opal_btl_usnic_recv_fast_finish(&S.fx.eng, ep, buf);
@@ -593,6 +663,7 @@ static void parse(const uint8_t *data, size_t size)
         r->len = len;
         r->action = (w >> 12) & 3;
         r->nested = 0 != (w & 0x4000);
+        r->raw = 0 != (w & 0x8000);
         pos += len;
     }
 }
@@ -608,8 +679,14 @@ static void setup(uint8_t cfg)
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 16;
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 16;
     p.rx_capacity = (cfg & 0x80) ? FZ_RX_CAPACITY : 0;
-    fx_init(&S.fx, &p);
-    S.fx.deliver_hook = fz_deliver_hook;
+    static opal_btl_usnic_wire_ops_t wire;
+    wire = *fx_wire_ops();
+    wire.deliver = fz_wire_deliver; /* on up through Open MPI's table */
+    fx_init_with_wire(&S.fx, &p, &wire);
+    for (unsigned t = 0; t < MCA_BTL_TAG_MAX; ++t) {
+        mca_btl_base_active_message_trigger[t].cbfunc = fz_tag_registered(t) ? fz_pml_callback : NULL;
+        mca_btl_base_active_message_trigger[t].cbdata = NULL;
+    }
     fx_set_time(&S.fx, FZ_START_TIME);
     S.fast = 0 != (cfg & 1);
     S.fixup = 0 != (cfg & 2);
@@ -656,22 +733,23 @@ static void report(void)
     const opal_btl_usnic_stats_t *st = &S.fx.eng.stats;
     fprintf(stderr,
             "fuzz-report: dels=%zu frag=%llu chunk=%llu fast=%llu dup=%llu old=%llu toonew=%llu busy=%llu "
-            "invalid=%llu truncated=%llu magic=%llu version=%llu cookie=%llu type=%llu unknown=%llu "
+            "invalid=%llu truncated=%llu magic=%llu version=%llu badsrc=%llu type=%llu unknown=%llu "
             "badchunk=%llu put=%llu putdead=%llu badput=%llu acks=%llu oldacks=%llu dupacks=%llu fastre=%llu "
-            "timeoutre=%llu held=%llu ne1=%u ne2=%u acked1=%u acked2=%u\n",
+            "timeoutre=%llu held=%llu badmac=%llu replay=%llu badtag=%llu ne1=%u ne2=%u acked1=%u acked2=%u\n",
             S.ndelivered, (unsigned long long) st->num_frag_recvs, (unsigned long long) st->num_chunk_recvs,
             (unsigned long long) st->num_fast_recvs, (unsigned long long) st->num_dup_recvs,
             (unsigned long long) st->num_oow_low_recvs, (unsigned long long) st->num_oow_high_recvs,
             (unsigned long long) st->num_badfrag_recvs, (unsigned long long) st->num_invalid_recvs,
             (unsigned long long) st->num_drop_truncated, (unsigned long long) st->num_drop_bad_magic,
-            (unsigned long long) st->num_drop_bad_version, (unsigned long long) st->num_drop_bad_cookie,
+            (unsigned long long) st->num_drop_bad_version, (unsigned long long) st->num_drop_bad_source,
             (unsigned long long) st->num_drop_bad_type, (unsigned long long) st->num_drop_unknown_peer,
             (unsigned long long) st->num_drop_bad_chunk, (unsigned long long) st->num_put_recvs,
             (unsigned long long) st->num_put_after_dereg, (unsigned long long) st->num_drop_bad_put,
             (unsigned long long) st->num_ack_recvs,
             (unsigned long long) st->num_old_dup_acks, (unsigned long long) st->num_dup_acks,
             (unsigned long long) st->num_fast_retrans, (unsigned long long) st->num_timeout_retrans,
-            (unsigned long long) st->num_held_frags,
+            (unsigned long long) st->num_held_frags, (unsigned long long) st->num_drop_bad_mac,
+            (unsigned long long) st->num_drop_replay, (unsigned long long) st->num_drop_bad_tag,
             /* progress of the receive windows and of our sends, from the ISNs */
             S.ep[1]->rx.next_expected - S.rx_isn, S.ep[2]->rx.next_expected - S.rx_isn,
             S.ep[1]->tx.acked_seq + 1 - S.tx_isn, S.ep[2]->tx.acked_seq + 1 - S.tx_isn);

@@ -12,7 +12,7 @@
  *                         produce; run-fuzz.sh checks them
  *
  * The harness constants below mirror fuzz_recv.c (a seed that no longer
- * does what it says fails that check); cookie and MTUs come from the
+ * does what it says fails that check); MTUs and keys come from the
  * fixture.
  */
 #include "fixture.h"
@@ -28,7 +28,7 @@ static const uint32_t rx_isns[4] = {0, 1000, 0xfffffff0u, 0x7ffffffcu};
 static const uint32_t tx_isns[2] = {0, 0xfffffffeu};
 #define SMALL_MTU 200
 #define P1_CHUNK ((uint32_t) FX_MAX_CHUNK_PAYLOAD)                        /* 1432 */
-#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 160 */
+#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 140 */
 #define P2_FRAG ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_hdr_t)))   /* 172 */
 #define MAX_LEN 4096 /* run-fuzz.sh's -max_len */
 
@@ -37,6 +37,7 @@ static const uint32_t tx_isns[2] = {0, 0xfffffffeu};
 #define COMPLETE (2u << 12)
 #define EXPIRE (3u << 12)
 #define NESTED (1u << 14)
+#define RAW (1u << 15) /* delivered with the tag it carries (the harness seals the others) */
 
 #define FLAG_ACK OPAL_BTL_USNIC_HDR_FLAG_ACK
 #define FLAG_ACK_NEW OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW
@@ -105,7 +106,6 @@ static opal_btl_usnic_hdr_t hdr(uint8_t type, uint32_t sender, uint32_t seq, siz
     h.magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h.version = OPAL_BTL_USNIC_PROTO_VERSION;
     h.type = type;
-    h.cookie = opal_btl_usnic_wire32(FX_COOKIE);
     h.sender_id = opal_btl_usnic_wire32(sender);
     h.seq = opal_btl_usnic_wire32(seq);
     h.payload_len = opal_btl_usnic_wire16((uint16_t) payload);
@@ -569,13 +569,59 @@ static void s_bad_version(input_t *in)
     record(in, d.b, d.n, 0);
 }
 
-static void s_bad_cookie(input_t *in)
+/* A datagram whose tag is not its sender's (a forgery, another job's):
+ * dropped before anything of it is used */
+static void s_auth_bad_tag(input_t *in)
 {
     DEFAULT_CONFIG(in);
     dgram_t d;
     frag(&d, 1, R(0), 8);
-    dg_hdr(&d)->cookie = opal_btl_usnic_wire32(FX_COOKIE ^ 1);
-    record(in, d.b, d.n, 0);
+    dg_hdr(&d)->nonce = opal_btl_usnic_wire64(1);
+    memset(dg_hdr(&d)->mac, 0x5a, sizeof(dg_hdr(&d)->mac));
+    record(in, d.b, d.n, RAW);
+}
+
+/* An authentic datagram taken twice (a replay, or a network duplicate),
+ * and one whose nonce is too far behind the newest to tell */
+static void s_auth_replay(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    static const uint64_t nonces[] = {7, 7, 5000, 5000 - OPAL_BTL_USNIC_REPLAY_WINDOW};
+    static const uint32_t seqs[] = {0, 0, 1, 2}; /* the copy is the same datagram */
+    for (size_t i = 0; i < sizeof(nonces) / sizeof(nonces[0]); ++i) {
+        dgram_t d;
+        frag(&d, 1, R(seqs[i]), 8);
+        dg_hdr(&d)->nonce = opal_btl_usnic_wire64(nonces[i]);
+        record(in, d.b, d.n, 0);
+    }
+}
+
+/* Nonces at the top of their range: the window slides to 2^64 - 1
+ * (the fuzzer found an endless loop there) */
+static void s_auth_nonce_top(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    static const uint64_t nonces[] = {UINT64_MAX - 5, UINT64_MAX, UINT64_MAX - 1};
+    for (size_t i = 0; i < sizeof(nonces) / sizeof(nonces[0]); ++i) {
+        dgram_t d;
+        frag(&d, 1, R((uint32_t) i), 8);
+        dg_hdr(&d)->nonce = opal_btl_usnic_wire64(nonces[i]);
+        record(in, d.b, d.n, 0);
+    }
+}
+
+/* Tags on the way up: the harness's PML registered 1 of 3 not, and 255 is
+ * beyond Open MPI's table (it used to read past it and call what lay there) */
+static void s_tags(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    static const uint8_t tags[] = {0, 1, 2, 3, 254, 255};
+    for (size_t i = 0; i < sizeof(tags); ++i) {
+        dgram_t d;
+        frag(&d, 1, R((uint32_t) i), 8);
+        dg_hdr(&d)->tag = tags[i];
+        record(in, d.b, d.n, 0);
+    }
 }
 
 static void s_bad_type(input_t *in)
@@ -599,7 +645,7 @@ static void s_unknown_sender(input_t *in)
     }
 }
 
-/* Fix-up mode: garbage in magic, version and cookie, sender ids taken
+/* Fix-up mode: garbage in magic and version, sender ids taken
  * modulo 4, sequence numbers relative to the window */
 static void s_fixup(input_t *in)
 {
@@ -609,7 +655,6 @@ static void s_fixup(input_t *in)
         frag(&d, 5, 0, 8); /* peer 1, in order */
         dg_hdr(&d)->magic = 0xffff;
         dg_hdr(&d)->version = 0;
-        dg_hdr(&d)->cookie = 0;
         record(in, d.b, d.n, 0);
     }
     rx_chunk(in, 6, 0, 1, 100, 0, 100, 0); /* peer 2 */
@@ -665,10 +710,10 @@ static void s_retransmit_timeout(input_t *in)
 static void s_mixed(input_t *in)
 {
     config_cap(in, 1, 0, 0, 0, 0, 1); /* window 4, peers start at 0; grants from a small capacity */
-    rx_chunk(in, 2, R(0), 3, 300, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 3, 2 * P2_CHUNK, 0, P2_CHUNK, 0);
     rx_frag(in, 1, R(0), 8, 0);
     rx_ack(in, 2, T(1), FLAG_ACK | FLAG_ACK_NEW, 0);
-    rx_chunk(in, 2, R(1), 3, 300, P2_CHUNK, 300 - P2_CHUNK, PROGRESS);
+    rx_chunk(in, 2, R(1), 3, 2 * P2_CHUNK, P2_CHUNK, P2_CHUNK, PROGRESS);
     rx_frag(in, 2, R(2), 8, 0);
     rx_frag(in, 1, R(1), 8, 0);
 }
@@ -831,7 +876,10 @@ static const seed_t seeds[] = {
     {"trunc-chunk-header", s_trunc_chunk_header, "truncated=1 dels=0"},
     {"bad-magic", s_bad_magic, "magic=1 dels=0"},
     {"bad-version", s_bad_version, "version=1 dels=0"},
-    {"bad-cookie", s_bad_cookie, "cookie=1 dels=0"},
+    {"auth-bad-tag", s_auth_bad_tag, "badmac=1 invalid=1 dels=0 ne1=0"},
+    {"auth-replay", s_auth_replay, "replay=2 invalid=0 dels=2 ne1=2"},
+    {"auth-nonce-top", s_auth_nonce_top, "replay=0 dels=3 ne1=3"},
+    {"tags", s_tags, "dels=6 badtag=3 ne1=6"},
     {"bad-type", s_bad_type, "type=3 invalid=3 dels=0"},
     {"unknown-sender", s_unknown_sender, "unknown=4 invalid=4 dels=0"},
     {"fixup", s_fixup, "dels=4 ne1=3 ne2=1 acked1=2 invalid=0"},

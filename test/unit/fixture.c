@@ -158,6 +158,11 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
     p->peer_timeout = 0;
 }
 
+const opal_btl_usnic_wire_ops_t *fx_wire_ops(void)
+{
+    return &fx_wire;
+}
+
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
 {
     fx_init_with_wire(fx, p, &fx_wire);

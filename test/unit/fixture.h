@@ -121,6 +121,8 @@ typedef struct fx_cb_t {
 } fx_cb_t;
 
 void fx_params_default(opal_btl_usnic_engine_params_t *p);
+/* The recording wire (for a test that binds its own variant of it) */
+const opal_btl_usnic_wire_ops_t *fx_wire_ops(void);
 /* Set up |fx| (|p| NULL: defaults).  Aborts the program if the engine cannot start. */
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p);
 /* The same with another wire (the pair simulation); |fx| must then be the

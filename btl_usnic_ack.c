@@ -423,21 +423,21 @@ static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
     ep->tx.peer_credit = (credit > 0) ? credit : 1;
 }
 
-void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                     opal_btl_usnic_seq_t ack_seq, uint32_t credit, uint16_t sack,
                                     bool reports_arrival)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_recvs);
-    ep->timer.last_heard = eng->now;
     if (opal_btl_usnic_seq_lt(ack_seq, ep->tx.acked_seq)) {
         OPAL_BTL_USNIC_STAT_INC(eng, num_old_dup_acks);
-        return;
+        return false;
     }
     if (opal_btl_usnic_seq_ge(ack_seq, ep->tx.next_seq)) {
         /* ACKs something never sent: corrupt or forged */
         OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
-        return;
+        return false;
     }
+    ep->timer.last_heard = eng->now; /* only an ACK that passed its checks says the peer lives */
     take_credit(ep, credit);
     if (ack_seq == ep->tx.acked_seq) {
         opal_btl_usnic_check_rts(ep); /* the grant may have grown */
@@ -450,7 +450,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
             }
         }
         sack_repair(eng, ep, sack);
-        return;
+        return true;
     }
     opal_btl_usnic_send_seg_t *newest = ep->tx.sent[ack_seq % ep->window];
     if (NULL != newest) {
@@ -468,6 +468,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     after_ack_advance(eng, ep);
     sack_repair(eng, ep, sack);
     opal_btl_usnic_check_rts(ep);
+    return true;
 }
 
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)

@@ -54,7 +54,7 @@ opal_btl_usnic_component_t mca_btl_usnic_component = {
 static void add_help_dir(void)
 {
     Dl_info info;
-    if (0 != dladdr((void *) &mca_btl_usnic_component, &info) || NULL == info.dli_fname) {
+    if (0 != dladdr((void *) &mca_btl_usnic_component, &info) && NULL != info.dli_fname) {
         char *copy = strdup(info.dli_fname);
         if (NULL != copy) {
             opal_show_help_add_dir(dirname(copy));

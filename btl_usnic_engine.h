@@ -122,6 +122,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_free_list_t chunk_segs;
     opal_free_list_t ack_segs;
     bool lists_ready;
+    bool constructed;             /* engine_init got as far as its lists: engine_fini has work */
     bool defer_callbacks;         /* inside the PML's send call: PML callbacks wait for progress */
 
     opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_put.c) */
@@ -137,6 +138,8 @@ typedef struct opal_btl_usnic_engine_t {
  */
 int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
                                const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl);
+/* Undo engine_init; safe on a zeroed engine that was never (or only
+ * partly) initialised, and twice */
 void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng);
 
 /* The engine's clock: the owner reads its clock once per progress pass
@@ -307,9 +310,11 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
  * ones.  |reports_arrival|: the peer sent this ACK because something
  * arrived (an explicit ACK, or a piggy-back flagged ACK_NEW); only such an
  * ACK that repeats acked_seq is a duplicate ACK.  Data segments repeat the
- * current ACK every time, which says nothing about holes.
+ * current ACK every time, which says nothing about holes.  Returns false
+ * for a stale ACK or one beyond anything sent: nothing else of it (its
+ * flags, the peer being alive) may be taken then.
  */
-void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                     opal_btl_usnic_seq_t ack_seq, uint32_t credit, uint16_t sack,
                                     bool reports_arrival);
 
@@ -318,7 +323,7 @@ void opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
 static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                              opal_btl_usnic_seq_t ack_seq)
 {
-    opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, 0, true);
+    (void) opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, 0, true);
 }
 
 /* Length of a receive epoch: peers silent for longer stop holding a share

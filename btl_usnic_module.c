@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -1031,8 +1032,14 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     if (NULL == c->map_file) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s-%s-%d.txt", c->connectivity_map, opal_process_info.nodename, (int) getpid());
-        c->map_file = fopen(path, "w");
+        /* a new file only: never through a symlink someone planted, never
+         * over a file that exists (another user could have made it) */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        c->map_file = (fd >= 0) ? fdopen(fd, "w") : NULL;
         if (NULL == c->map_file) {
+            if (fd >= 0) {
+                close(fd);
+            }
             opal_btl_usnic_verbose(1, "cannot write the connectivity map %s: %s", path, strerror(errno));
             c->connectivity_map[0] = '\0'; /* tried once */
             return;

@@ -211,10 +211,11 @@ static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_bt
 /* Piggy-backed or explicit ACK information in |hdr| */
 static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_hdr_t *hdr)
 {
-    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) {
+    if ((hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) &&
         opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
                                        opal_btl_usnic_host16(hdr->credit), opal_btl_usnic_host16(hdr->sack),
-                                       0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW));
+                                       0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW))) {
+        /* the timer reports of an ACK that passed its checks only */
         if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP) {
             opal_btl_usnic_premature_timeout(eng, ep);
         }

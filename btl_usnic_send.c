@@ -564,6 +564,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->endpoints_needing_ack, opal_list_t);
     OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
+    eng->constructed = true;
     eng->lists_ready = false;
     eng->defer_callbacks = false;
     return opal_btl_usnic_frag_lists_init(eng);
@@ -571,6 +572,10 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
 
 void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
 {
+    if (!eng->constructed) {
+        return; /* a module whose setup failed before its engine: nothing was made */
+    }
+    eng->constructed = false;
     /* Items on these lists belong to free lists or endpoints: just unlink */
     while (NULL != opal_list_remove_first(&eng->resend_segs)) {
     }

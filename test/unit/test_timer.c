@@ -1174,6 +1174,37 @@ static void test_premature_timeout_raises_floor(void)
     fx_fini(&fx);
 }
 
+/* Flags and liveness ride only on an ACK that passes its checks: a stale
+ * one or one beyond anything sent (forged or corrupt) must not move the
+ * floor or make a silent peer look alive */
+static void test_rejected_ack_has_no_side_effects(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.rto_floor_start = 8 * FX_RTO_MIN;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 5000);
+    uint64_t heard = ep->timer.last_heard;
+    rx_ack_flags(&fx, ISN + 100, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED); /* never sent */
+    CHECK_EQ_U(ep->timer.rto_floor, 8 * FX_RTO_MIN);
+    CHECK_EQ_U(ep->timer.last_heard, heard);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(ep->timer.last_heard, 5000);
+    fx_set_time(&fx, 9000);
+    rx_ack_flags(&fx, ISN - 5, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED); /* stale */
+    CHECK_EQ_U(ep->timer.rto_floor, 8 * FX_RTO_MIN);
+    CHECK_EQ_U(ep->timer.last_heard, 5000);
+    rx_ack_flags(&fx, ISN, OPAL_BTL_USNIC_HDR_FLAG_REPAIRED); /* the same report on a valid ACK counts */
+    CHECK_EQ_U(ep->timer.rto_floor, FX_RTO_MIN);
+    CHECK_EQ_U(ep->timer.last_heard, 9000);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 /* Receiver side: which copies earn LATE_DUP and REPAIRED on the next ACK */
 static void test_receiver_reports_premature_and_repaired(void)
 {
@@ -1223,6 +1254,7 @@ static void test_receiver_reports_premature_and_repaired(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),
+          UNIT_TEST(test_rejected_ack_has_no_side_effects),
           UNIT_TEST(test_receiver_reports_premature_and_repaired), UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone),
           UNIT_TEST(test_rtt_update_first_sample), UNIT_TEST(test_rtt_update_convergence),
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),

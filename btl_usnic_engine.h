@@ -458,6 +458,11 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
  */
 void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg);
+/* The same for a datagram of |len| bytes laid out at |hdr| (the
+ * test-only injector's forgeries, which must pass the tag to reach the
+ * checks behind it) */
+void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                         size_t len);
 
 /* ----- the upward interface (btl_usnic_pml.c) ----- */
 

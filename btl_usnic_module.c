@@ -129,7 +129,9 @@ static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 }
 
 /* Send a copy of the PUT |seg| with its key flipped, ahead of it: the
- * target must drop it unwritten and still accept the genuine one. */
+ * target must drop it unwritten and still accept the genuine one.  It is
+ * sealed anew (a peer of the job that holds the key goes wrong), so it is
+ * the PUT checks that must stop it, not the tag. */
 static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
@@ -137,6 +139,7 @@ static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_en
     opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) (module->inject.dup_buf + module->prefix);
     ph->key ^= opal_btl_usnic_wire64(0x8000000000000001ull);
     memset(module->inject.dup_buf + module->prefix + sizeof(*ph), 0xee, seg->wire_len - sizeof(*ph));
+    opal_btl_usnic_seal(&module->eng, ep, &ph->hdr, seg->wire_len);
     if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
                      module->inject.dup_ctx)) {
         ++module->inject.forged_puts;

@@ -140,21 +140,25 @@ static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     return ep->rx.ack_owed;
 }
 
-void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             opal_btl_usnic_send_seg_t *seg)
+void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                         size_t len)
 {
-    opal_btl_usnic_hdr_t *hdr = seg->hdr;
     uint64_t nonce = ep->tx.nonce++;
     hdr->nonce = opal_btl_usnic_wire64(nonce);
     memset(hdr->mac, 0, sizeof(hdr->mac));
     if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
         return;
     }
+    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) ? len : opal_btl_usnic_hdr_len(hdr->type);
+    opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, covered, hdr->mac);
+}
+
+void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg)
+{
     /* full protection covers the payload too; the engine then never
      * gathers a payload from elsewhere (engine_init turns gather_send off) */
-    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) ? opal_btl_usnic_seg_inline_len(seg)
-                                                                     : opal_btl_usnic_hdr_len(hdr->type);
-    opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, covered, hdr->mac);
+    opal_btl_usnic_seal(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg));
 }
 
 static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,

@@ -4,9 +4,12 @@
 # (btl_usnic_inject_faults) sends every 7th datagram twice and holds every
 # 5th back behind the next one, in every rank.  The MPI integration tests
 # must still verify every byte (the PML never sees a duplicate), and the
-# counters must show the duplicates were dropped.  Then forged PUTs: every
-# 3rd PUT datagram is preceded by a copy with a wrong key and junk bytes;
-# the ping-pong still verifies every byte and the targets count the
+# counters must show the duplicates were dropped (a copy of a datagram
+# by the replay window, drop_replay; a segment sent anew by its sequence
+# number, dup_recvs or oow_low_recvs).  Then forged PUTs: every
+# 3rd PUT datagram is preceded by a copy with a wrong key and junk bytes,
+# sealed with the sender's real key (a job process gone wrong: the tag
+# passes, the PUT checks must stop it); the ping-pong still verifies every byte and the targets count the
 # forgeries as drop_bad_put.  Ends with "N passed, N failed".
 #
 set -uo pipefail
@@ -32,7 +35,7 @@ if [[ $rc -eq 0 ]] && grep -q "PASS soak" "$log"; then ok "soak with $SPEC: data
 dups=$(sed -nE 's/.*fault injection: ([0-9]+) duplicated.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
 data_dups=$(sed -nE 's/.*duplicated \(([0-9]+) with data\).*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
 reorders=$(sed -nE 's/.*with data\), ([0-9]+) reordered.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-dropped=$(grep "final stats" "$log" | grep -v " peer " | grep -oE "(dup_recvs|oow_low_recvs)=[0-9]+" |
+dropped=$(grep "final stats" "$log" | grep -v " peer " | grep -oE "(dup_recvs|oow_low_recvs|drop_replay)=[0-9]+" |
           cut -d= -f2 | awk '{s += $1} END {print s + 0}')
 if [[ $dups -gt 0 && $reorders -gt 0 ]]; then ok "injected $dups duplicates and $reorders reorderings"; else bad "injector idle (dups=$dups reorders=$reorders)" "$log"; fi
 # On lossless loopback every duplicated data segment arrives twice, so the

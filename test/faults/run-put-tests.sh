@@ -5,7 +5,8 @@
 # receive buffers with guard zones freed right after use, one-sided MPI
 # over osc pt2pt, and an on-path attacker (forge_put) answering every PUT
 # datagram with forgeries (wrong key, out of range, stale key, wrong peer)
-# while the job runs: the data and the guard zones must stay intact and
+# while the job runs, with protection full (the tag stops them) and none
+# (the PUT checks must): the data and the guard zones must stay intact and
 # the counters must show the forgeries dropped.  Ends with
 # "N passed, N failed".
 #
@@ -66,42 +67,59 @@ for np in 2 3; do
 done
 
 # --- 3. forged PUTs from an on-path attacker during the job ---
-timeout 180 "${MPIRUN[@]}" --mca btl_usnic_verbose 5 -np 3 "$BUILD/put_stress" 16 8 >"$log" 2>&1 &
-job=$!
-for _ in $(seq 1 100); do
-    [[ $(grep -c "ports [0-9]*/[0-9]*" "$log") -ge 3 ]] && break
-    sleep 0.1
-done
-ports=$(sed -nE 's/.*ports ([0-9]+)\/([0-9]+).*/\1 \2/p' "$log" | tr '\n' ' ')
-if [[ $(wc -w <<<"$ports") -lt 6 ]]; then
-    bad "could not learn the ranks' ports" "$log"
+# run_forger MODE: the attack with btl_usnic_protection MODE.  With "full"
+# no forgery passes the tag (drop_bad_mac); with "none" they all reach
+# the PUT checks behind it, which must drop them just as well.
+run_forger() {
+    local mode=$1
+    timeout 180 "${MPIRUN[@]}" --mca btl_usnic_protection "$mode" --mca btl_usnic_verbose 5 -np 3 \
+        "$BUILD/put_stress" 16 8 >"$log" 2>&1 &
+    local job=$!
+    for _ in $(seq 1 100); do
+        [[ $(grep -c "ports [0-9]*/[0-9]*" "$log") -ge 3 ]] && break
+        sleep 0.1
+    done
+    local ports
+    ports=$(sed -nE 's/.*ports ([0-9]+)\/([0-9]+).*/\1 \2/p' "$log" | tr '\n' ' ')
+    if [[ $(wc -w <<<"$ports") -lt 6 ]]; then
+        bad "protection $mode: could not learn the ranks' ports" "$log"
+        wait $job
+        return
+    fi
+    # shellcheck disable=SC2086
+    timeout 60 "$BUILD/forge_put" 6 $ports >"$flog" 2>&1
+    local frc=$?
     wait $job
-    echo "$passed passed, $failed failed"
-    exit 1
-fi
-# shellcheck disable=SC2086
-timeout 60 "$BUILD/forge_put" 6 $ports >"$flog" 2>&1
-frc=$?
-wait $job
-rc=$?
-cat "$flog"
-if [[ $rc -eq 0 ]] && grep -q "PASS put_stress" "$log"; then
-    ok "put_stress under forged PUTs: data and guard zones verified"
-else
-    bad "put_stress under forged PUTs (rc=$rc)" "$log"
-fi
-kinds_sent=0
-for k in wrong-key out-of-range wrong-peer stale-key; do
-    n=$(sed -nE "s/^forge_put: $k ([0-9]+)$/\1/p" "$flog")
-    [[ ${n:-0} -gt 0 ]] && kinds_sent=$((kinds_sent + 1))
-done
-if [[ $frc -eq 0 && $kinds_sent -eq 4 ]]; then ok "forge_put sent all 4 kinds of forgery"; else bad "forge_put (rc=$frc, $kinds_sent of 4 kinds sent)" "$flog"; fi
-bad_put=$(counter drop_bad_put)
-after_dereg=$(counter put_after_dereg)
-if [[ $bad_put -gt 0 && $after_dereg -gt 0 ]]; then
-    ok "forgeries dropped unwritten: drop_bad_put=$bad_put put_after_dereg=$after_dereg"
-else
-    bad "forgeries not seen by the receivers (drop_bad_put=$bad_put put_after_dereg=$after_dereg)" "$log"
-fi
+    local rc=$?
+    sed 's/^/     /' "$flog"
+    if [[ $rc -eq 0 ]] && grep -q "PASS put_stress" "$log"; then
+        ok "protection $mode: put_stress under forged PUTs: data and guard zones verified"
+    else
+        bad "protection $mode: put_stress under forged PUTs (rc=$rc)" "$log"
+    fi
+    local kinds_sent=0 k n
+    for k in wrong-key out-of-range wrong-peer stale-key; do
+        n=$(sed -nE "s/^forge_put: $k ([0-9]+)$/\1/p" "$flog")
+        [[ ${n:-0} -gt 0 ]] && kinds_sent=$((kinds_sent + 1))
+    done
+    if [[ $frc -eq 0 && $kinds_sent -eq 4 ]]; then
+        ok "protection $mode: forge_put sent all 4 kinds of forgery"
+    else
+        bad "protection $mode: forge_put (rc=$frc, $kinds_sent of 4 kinds sent)" "$flog"
+    fi
+    local bad_put after_dereg bad_mac
+    bad_put=$(counter drop_bad_put)
+    after_dereg=$(counter put_after_dereg)
+    bad_mac=$(counter drop_bad_mac)
+    if [[ $mode == full && $bad_mac -gt 0 && $bad_put -eq 0 ]]; then
+        ok "protection full: forgeries fail the tag (drop_bad_mac=$bad_mac), none reaches the PUT checks"
+    elif [[ $mode == none && $bad_put -gt 0 && $after_dereg -gt 0 && $bad_mac -eq 0 ]]; then
+        ok "protection none: the PUT checks drop the forgeries unwritten: drop_bad_put=$bad_put put_after_dereg=$after_dereg"
+    else
+        bad "protection $mode: forgeries not accounted for (drop_bad_mac=$bad_mac drop_bad_put=$bad_put put_after_dereg=$after_dereg)" "$log"
+    fi
+}
+run_forger full
+run_forger none
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

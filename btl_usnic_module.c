@@ -1356,7 +1356,9 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
     prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
     module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
     module->gather_send = info->tx_attr->iov_limit >= 2;
-    module->source_checked = 0 != (info->caps & FI_SOURCE);
+    /* protection none trusts the fabric entirely: no origin check, and no
+     * source lookup per receive either */
+    module->source_checked = 0 != (info->caps & FI_SOURCE) && OPAL_BTL_USNIC_PROTECT_NONE != c->protection;
     module->inject_size = info->tx_attr->inject_size;
     opal_btl_usnic_verbose(5, "%s: datagrams up to %zu bytes are sent by fi_inject", module->domain_name,
                            module->inject_size);

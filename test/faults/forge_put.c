@@ -37,8 +37,8 @@
 #include <unistd.h>
 
 #include "../../btl_usnic_proto.h"
+#include "rawudp.h"
 
-#define MAX_PORTS 64
 #define MAX_PEERS 64
 #define STALE_MS 50
 #define MAX_KEYS 4096
@@ -48,8 +48,7 @@ static const char *kind_name[NKINDS] = {"wrong-key", "out-of-range", "stale-key"
 static long sent[NKINDS];
 static unsigned kinds_on = (1u << NKINDS) - 1; /* FORGE_KINDS=name,name limits them */
 
-static uint16_t ports[MAX_PORTS];
-static int nports;
+static rawudp_ports_t ports;
 static int tx = -1;
 
 /* Highest sequence number seen per (sender id, destination port) */
@@ -59,7 +58,7 @@ typedef struct {
     uint32_t seq;
     int used;
 } stream_t;
-static stream_t streams[MAX_PEERS * MAX_PORTS];
+static stream_t streams[MAX_PEERS * RAWUDP_MAX_PORTS];
 
 /* Keys seen, with when */
 typedef struct {
@@ -72,19 +71,7 @@ static int nkeys, key_next;
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double) ts.tv_sec + 1e-6 * (double) ts.tv_nsec;
-}
-
-static int is_job_port(uint16_t port)
-{
-    for (int i = 0; i < nports; ++i) {
-        if (ports[i] == port) {
-            return 1;
-        }
-    }
-    return 0;
+    return rawudp_now_ms();
 }
 
 static stream_t *stream(uint32_t sender, uint16_t port)
@@ -137,24 +124,13 @@ static void send_forgery(int kind, const opal_btl_usnic_put_hdr_t *ph, size_t pa
     if (!(kinds_on & (1u << kind))) {
         return;
     }
-    uint8_t pkt[sizeof(struct udphdr) + 1500];
-    if (payload > sizeof(pkt) - sizeof(struct udphdr) - sizeof(*ph)) {
-        payload = sizeof(pkt) - sizeof(struct udphdr) - sizeof(*ph);
+    uint8_t pkt[1500];
+    if (payload > sizeof(pkt) - sizeof(*ph)) {
+        payload = sizeof(pkt) - sizeof(*ph);
     }
-    struct udphdr *udp = (struct udphdr *) pkt;
-    size_t len = sizeof(*udp) + sizeof(*ph) + payload;
-    udp->source = htons(src_port);
-    udp->dest = htons(dst_port);
-    udp->len = htons((uint16_t) len);
-    udp->check = 0;
-    memcpy(pkt + sizeof(*udp), ph, sizeof(*ph));
-    memset(pkt + sizeof(*udp) + sizeof(*ph), 0xee, payload);
-    struct sockaddr_in to;
-    memset(&to, 0, sizeof(to));
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* never anywhere else */
-    to.sin_port = htons(dst_port);
-    if (is_job_port(dst_port) && sendto(tx, pkt, len, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) len) {
+    memcpy(pkt, ph, sizeof(*ph));
+    memset(pkt + sizeof(*ph), 0xee, payload);
+    if (rawudp_is_job_port(&ports, dst_port) && rawudp_send(tx, src_port, dst_port, pkt, sizeof(*ph) + payload)) {
         ++sent[kind];
     }
 }
@@ -217,26 +193,12 @@ int main(int argc, char **argv)
             }
         }
     }
-    for (int i = 2; i < argc && nports < MAX_PORTS; ++i) {
-        int p = atoi(argv[i]);
-        if (p <= 0 || p > 65535) {
-            fprintf(stderr, "forge_put: bad port %s\n", argv[i]);
-            return 2;
-        }
-        ports[nports++] = (uint16_t) p;
+    if (0 != rawudp_ports_parse(&ports, argc - 2, argv + 2, "forge_put")) {
+        return 2;
     }
-    int rx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
-    tx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
+    int rx = rawudp_open_rx("forge_put");
+    tx = rawudp_open_tx("forge_put");
     if (rx < 0 || tx < 0) {
-        perror("forge_put: raw socket (needs root)");
-        return 1;
-    }
-    struct sockaddr_in lo;
-    memset(&lo, 0, sizeof(lo));
-    lo.sin_family = AF_INET;
-    lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (0 != bind(tx, (struct sockaddr *) &lo, sizeof(lo))) {
-        perror("forge_put: bind");
         return 1;
     }
     long seen = 0;
@@ -248,19 +210,14 @@ int main(int argc, char **argv)
             continue;
         }
         ssize_t n = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
-        const struct iphdr *ip = (const struct iphdr *) pkt;
-        if (n < (ssize_t) sizeof(*ip) || IPPROTO_UDP != ip->protocol || htonl(INADDR_LOOPBACK) != ip->saddr ||
-            htonl(INADDR_LOOPBACK) != ip->daddr) {
+        uint16_t sport, dport;
+        size_t ulen;
+        const struct udphdr *udp = (n > 0) ? rawudp_parse(pkt, (size_t) n, &sport, &dport, &ulen) : NULL;
+        if (NULL == udp || ulen < sizeof(opal_btl_usnic_hdr_t) || !rawudp_is_job_port(&ports, sport) ||
+            !rawudp_is_job_port(&ports, dport)) {
             continue;
         }
-        size_t ihl = 4u * ip->ihl;
-        const struct udphdr *udp = (const struct udphdr *) (pkt + ihl);
-        if ((size_t) n < ihl + sizeof(*udp) + sizeof(opal_btl_usnic_hdr_t) || !is_job_port(ntohs(udp->source)) ||
-            !is_job_port(ntohs(udp->dest))) {
-            continue;
-        }
-        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (pkt + ihl + sizeof(*udp));
-        size_t ulen = ntohs(udp->len) - sizeof(*udp);
+        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (udp + 1);
         if (OPAL_BTL_USNIC_MAGIC != le16toh(h->magic) || OPAL_BTL_USNIC_PKT_ACK == h->type) {
             continue;
         }
@@ -269,15 +226,14 @@ int main(int argc, char **argv)
             0xee == ((const uint8_t *) h)[ulen - 3]) {
             continue;
         }
-        stream_t *s = stream(le32toh(h->sender_id), ntohs(udp->dest));
+        stream_t *s = stream(le32toh(h->sender_id), dport);
         uint32_t seq = le32toh(h->seq);
         if (NULL != s && (int32_t) (seq - s->seq) > 0) {
             s->seq = seq;
         }
         if (OPAL_BTL_USNIC_PKT_PUT == h->type && ulen >= sizeof(opal_btl_usnic_put_hdr_t)) {
             ++seen;
-            attack((const opal_btl_usnic_put_hdr_t *) h, ulen - sizeof(opal_btl_usnic_put_hdr_t), ntohs(udp->source),
-                   ntohs(udp->dest));
+            attack((const opal_btl_usnic_put_hdr_t *) h, ulen - sizeof(opal_btl_usnic_put_hdr_t), sport, dport);
         }
     }
     long total = 0;

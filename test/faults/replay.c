@@ -32,8 +32,7 @@
 #include <unistd.h>
 
 #include "../../btl_usnic_proto.h"
-
-#define MAX_PORTS 64
+#include "rawudp.h"
 
 typedef struct {
     uint16_t len;  /* UDP header + payload */
@@ -41,24 +40,11 @@ typedef struct {
     uint8_t bytes[1500];
 } captured_t;
 
-static uint16_t ports[MAX_PORTS];
-static int nports;
-
-static int is_job_port(uint16_t port)
-{
-    for (int i = 0; i < nports; ++i) {
-        if (ports[i] == port) {
-            return 1;
-        }
-    }
-    return 0;
-}
+static rawudp_ports_t ports;
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+    return 1e-3 * rawudp_now_ms();
 }
 
 /* Segments that carry a sequence number: all but ACKs */
@@ -71,24 +57,17 @@ static int is_data(const captured_t *c)
  * datagram between two of the job's ports on 127.0.0.1. */
 static int take(captured_t *c, const uint8_t *pkt, size_t n)
 {
-    const struct iphdr *ip = (const struct iphdr *) pkt;
-    if (n < sizeof(*ip) || 4 != ip->version || IPPROTO_UDP != ip->protocol) {
+    uint16_t sport, dport;
+    size_t len;
+    const struct udphdr *udp = rawudp_parse(pkt, n, &sport, &dport, &len);
+    if (NULL == udp || !rawudp_is_job_port(&ports, sport) || !rawudp_is_job_port(&ports, dport) ||
+        sizeof(*udp) + len > sizeof(c->bytes)) {
         return 0;
     }
-    size_t ihl = 4u * ip->ihl;
-    if (htonl(INADDR_LOOPBACK) != ip->saddr || htonl(INADDR_LOOPBACK) != ip->daddr || n < ihl + sizeof(struct udphdr)) {
-        return 0;
-    }
-    const struct udphdr *udp = (const struct udphdr *) (pkt + ihl);
-    size_t ulen = ntohs(udp->len);
-    if (!is_job_port(ntohs(udp->source)) || !is_job_port(ntohs(udp->dest)) || ulen < sizeof(*udp) ||
-        ulen > n - ihl || ulen > sizeof(c->bytes)) {
-        return 0;
-    }
-    memcpy(c->bytes, udp, ulen);
-    c->len = (uint16_t) ulen;
+    memcpy(c->bytes, udp, sizeof(*udp) + len);
+    c->len = (uint16_t) (sizeof(*udp) + len);
     c->type = -1;
-    if (ulen >= sizeof(*udp) + sizeof(opal_btl_usnic_hdr_t)) {
+    if (len >= sizeof(opal_btl_usnic_hdr_t)) {
         const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (c->bytes + sizeof(*udp));
         if (OPAL_BTL_USNIC_MAGIC == le16toh(h->magic)) {
             c->type = h->type;
@@ -107,31 +86,17 @@ int main(int argc, char **argv)
     double capture_s = atof(argv[2]);
     int bursts = atoi(argv[3]);
     int gap_ms = atoi(argv[4]);
-    for (int i = 5; i < argc && nports < MAX_PORTS; ++i) {
-        int p = atoi(argv[i]);
-        if (p <= 0 || p > 65535) {
-            fprintf(stderr, "replay: bad port %s\n", argv[i]);
-            return 2;
-        }
-        ports[nports++] = (uint16_t) p;
+    if (0 != rawudp_ports_parse(&ports, argc - 5, argv + 5, "replay")) {
+        return 2;
     }
     if (max <= 0 || bursts <= 0 || gap_ms < 0) {
         fprintf(stderr, "replay: bad arguments\n");
         return 2;
     }
     captured_t *cap = calloc((size_t) max, sizeof(*cap));
-    int rx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
-    int tx = socket(AF_INET, SOCK_RAW, IPPROTO_UDP);
+    int rx = rawudp_open_rx("replay");
+    int tx = rawudp_open_tx("replay");
     if (NULL == cap || rx < 0 || tx < 0) {
-        perror("replay: raw socket (needs root)");
-        return 1;
-    }
-    struct sockaddr_in lo;
-    memset(&lo, 0, sizeof(lo));
-    lo.sin_family = AF_INET;
-    lo.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (0 != bind(tx, (struct sockaddr *) &lo, sizeof(lo))) { /* copies leave from 127.0.0.1 */
-        perror("replay: bind");
         return 1;
     }
 
@@ -161,8 +126,7 @@ int main(int argc, char **argv)
     printf("\n");
     fflush(stdout);
 
-    /* replay: the same bytes, UDP header included (so the original source
-     * port too); checksum 0 = none, as loopback's may be only partial */
+    /* replay: the same bytes from the same source port */
     long total = 0, total_data = 0;
     for (int b = 0; b < bursts; ++b) {
         if (b > 0) {
@@ -170,14 +134,9 @@ int main(int argc, char **argv)
         }
         long sent = 0, sent_data = 0;
         for (int i = 0; i < n; ++i) {
-            struct udphdr *udp = (struct udphdr *) cap[i].bytes;
-            udp->check = 0;
-            struct sockaddr_in to = lo; /* never anywhere but 127.0.0.1 */
-            to.sin_port = udp->dest;
-            if (!is_job_port(ntohs(udp->dest))) {
-                continue;
-            }
-            if (sendto(tx, cap[i].bytes, cap[i].len, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) cap[i].len) {
+            const struct udphdr *udp = (const struct udphdr *) cap[i].bytes;
+            if (rawudp_send(tx, ntohs(udp->source), ntohs(udp->dest), cap[i].bytes + sizeof(*udp),
+                            cap[i].len - sizeof(*udp))) {
                 ++sent;
                 sent_data += is_data(&cap[i]);
             } else if (ENOBUFS != errno && EAGAIN != errno) {

@@ -10,7 +10,9 @@
 # AddressSanitizer), a bounded libFuzzer run of the receive side, parameter
 # and selection tests, MPI integration tests over "--mca pml ob1 --mca btl
 # usnic,self" (2-4 ranks, NetPIPE, valgrind), hostile datagrams, dead peers
-# (SIGSTOP and kill -9), duplication/reordering/forged PUTs, incast, the MPI
+# (SIGSTOP and kill -9), attacks on the datagrams and the connectivity
+# agent (each also shown to work against btl_usnic_protection=none),
+# duplication/reordering/forged PUTs, incast, the MPI
 # tests again under 1%, 5% and 20% UDP loss in a private network namespace,
 # real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader, and the
 # randomized differential stress (random patterns, sizes and datatypes,
@@ -81,6 +83,8 @@ run_suite "MPI_THREAD_MULTIPLE stress (and helgrind)" bash "$ROOT/test/mpi/run-t
 run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo" \
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
 run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
+run_suite "attacks on the datagrams (sniffer, unprivileged user, failed interface)" \
+    bash "$ROOT/test/attack/run-dgram-attacks.sh"
 run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
 run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "PUT: large transfers, one-sided, forged PUTs" bash "$ROOT/test/faults/run-put-tests.sh"

@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+#
+# Attacks on the usnic BTL's datagrams (issue 13), each against a running
+# job of test/attack/victim.c on 127.0.0.1 (a stream of checked counters
+# and 256 KiB blocks in a ring).  Every attack runs against the default
+# protection, where it must be refused and counted while the job's data
+# stays correct, and against btl_usnic_protection=none, where the attacks
+# that protection exists for must take effect (the victim sees forged
+# values, crashes or stalls): that proves each test can fail.
+#
+# The attackers (dgram_attack.c):
+#   - a sniffer on the path (root, raw sockets): a forged next message
+#     (frag-ahead: the attack that once delivered forged data to MPI_Recv
+#     and, through an ob1 control header, crashed a rank), every BTL tag
+#     0..255 on such messages, a genuine header with a new payload
+#     (splice), a datagram of one pair sent to another rank (cross-peer),
+#     and forged ACKs of data the path lost (with 2% UDP loss in a private
+#     namespace: the sender would drop data that never arrived);
+#   - a local user without privileges (runuser -u nobody): the forged next
+#     message from its own socket, with the stream fed to it by a sniffer
+#     (the strongest a local user gets: sequence numbers read off the
+#     wire), and blind FRAGs, ACKs, CHUNKs and PUTs claiming every rank,
+#     at guessed sequence numbers and with every BTL tag;
+#   - an interface whose endpoint cannot be opened (LD_PRELOAD shim
+#     failnet.c refusing bind on it): the job runs on the other interface,
+#     or on another BTL if usnic has none left.
+# Replays of captured datagrams are in test/faults/run-hostile-test.sh,
+# forged PUTs in test/faults/run-put-tests.sh, the agent's attacks in
+# run-agent-attacks.sh.  Needs root.  Ends with "N passed, N failed".
+#
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../report.sh
+source "$ROOT/test/report.sh"
+# shellcheck source=../faults/netns.sh
+source "$ROOT/test/faults/netns.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+VICTIM_SECONDS=${VICTIM_SECONDS:-6}
+
+# nobody must be able to run the attacker: build into a world-readable place
+BUILD=$(mktemp -d /tmp/usnic-attack.XXXXXX)
+chmod 755 "$BUILD"
+LOG=$BUILD/victim.log
+cleanup() { netns_destroy; rm -rf "$BUILD"; }
+trap cleanup EXIT
+if ! { mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/victim" "$HERE/victim.c" &&
+       cc -O2 -Wall -Wextra -Werror -o "$BUILD/dgram_attack" "$HERE/dgram_attack.c" &&
+       cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$BUILD/libfailnet.so" "$HERE/failnet.c" -ldl; } \
+       >"$BUILD/build.log" 2>&1; then
+    fail "build the attackers and the victim" "compiler errors" "$BUILD/build.log"
+    finish
+fi
+chmod 755 "$BUILD"/*
+
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl usnic,self
+        --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_verbose 5
+        --mca btl_usnic_stats 1)
+
+# counter NAME: summed over the ranks' final statistics
+counter() {
+    grep 'final stats' "$LOG" | grep -v ' peer ' | grep -oE " $1=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}'
+}
+
+# The job's ports, two per rank (priority, data), in rank order
+job_ports() {
+    sed -nE 's/.*rank ([0-9]+): module on .* ports ([0-9]+)\/([0-9]+).*/\1 \2 \3/p' "$LOG" | sort -n |
+        awk '{print $2, $3}' | tr '\n' ' '
+}
+
+# start_victim NP PROTECTION [PREFIX...]: the job in the background (JOB),
+# once every rank printed its ports (PORTS); returns 1 if they did not
+start_victim() {
+    local np=$1 protection=$2
+    shift 2
+    "$@" timeout -k 5 $((VICTIM_SECONDS + 30)) "${MPIRUN[@]}" --mca btl_usnic_protection "$protection" -np "$np" \
+        "$BUILD/victim" "$VICTIM_SECONDS" >"$LOG" 2>&1 &
+    JOB=$!
+    for _ in $(seq 1 150); do
+        [[ $(grep -c "ports [0-9]*/[0-9]*" "$LOG") -ge $np ]] && break
+        sleep 0.1
+    done
+    PORTS=$(job_ports)
+    [[ $(wc -w <<<"$PORTS") -eq $((2 * np)) ]]
+}
+
+# attack_sent ALOG: the forgeries an attacker reports having sent
+attack_sent() { sed -nE 's/.*sent ([0-9]+) forgeries.*/\1/p' "$1" | tail -1; }
+
+# finish_victim: waits; sets VRC and VPASS (1 if the victim verified everything)
+finish_victim() {
+    wait "$JOB"
+    VRC=$?
+    VPASS=0
+    if [[ $VRC -eq 0 ]] && grep -q '^PASS victim' "$LOG"; then
+        VPASS=1
+    fi
+    return 0
+}
+
+# What the attack did to the victim, for the none-mode verdicts
+effect() {
+    local what=()
+    grep -q 'arrived as' "$LOG" &&
+        what+=("forged values reached MPI_Recv ($(grep -m1 -oE 'counter [0-9]+ arrived as 0x[0-9a-f]+' "$LOG"))")
+    grep -q 'received signal' "$LOG" && what+=("a rank crashed ($(grep -m1 -oE 'Signal: [A-Za-z ]+' "$LOG"))")
+    if [[ $VRC -eq 124 || $VRC -eq 137 ]]; then
+        what+=("the job stalled (killed after $((VICTIM_SECONDS + 30)) s)")
+    elif [[ ${#what[@]} -eq 0 ]]; then
+        what+=("the job failed (exit $VRC)")
+    fi
+    local IFS=';'
+    echo "${what[*]}"
+}
+
+# refused NAME COUNTER ALOG: the job verified everything and COUNTER grew
+# by at least half of what the attacker sent
+refused() {
+    local name=$1 c=$2 alog=$3 n sent
+    n=$(counter "$c")
+    sent=$(attack_sent "$alog")
+    if [[ $VPASS -ne 1 ]]; then
+        fail "$name" "the job's data did not survive ($(effect))" "$LOG"
+    elif [[ ${sent:-0} -le 0 ]]; then
+        fail "$name" "the attacker sent nothing" "$alog"
+    elif [[ $((2 * n)) -lt $sent ]]; then
+        fail "$name" "only $n counted as $c for $sent forgeries" "$LOG"
+    else
+        ok "$name: refused, $n counted as $c for $sent forgeries, the job's data verified"
+    fi
+}
+
+# took_effect NAME ALOG: the attack must have changed what the job got
+took_effect() {
+    local name=$1 alog=$2 sent
+    sent=$(attack_sent "$alog")
+    if [[ ${sent:-0} -le 0 ]]; then
+        fail "$name" "the attacker sent nothing" "$alog"
+    elif [[ $VPASS -eq 1 ]]; then
+        fail "$name" "$sent forgeries had no effect: the control is broken" "$LOG"
+    else
+        ok "$name: the attack took effect ($sent forgeries): $(effect)"
+    fi
+}
+
+# sniffer_attack MODE PROTECTION NP [PREFIX...]: a root attacker for the
+# victim's run; its log is ALOG
+sniffer_attack() {
+    local mode=$1 protection=$2 np=$3
+    shift 3
+    ALOG=$BUILD/$mode-$protection.log
+    if ! start_victim "$np" "$protection" "$@"; then
+        wait "$JOB"
+        fail "$mode, protection $protection" "the job did not start" "$LOG"
+        return 1
+    fi
+    # shellcheck disable=SC2086
+    "$@" timeout $((VICTIM_SECONDS + 10)) "$BUILD/dgram_attack" "$mode" "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
+    finish_victim
+}
+
+# as_nobody_fed PROTECTION: a root sniffer feeds the stream to an attacker
+# without privileges, which forges from its own socket
+as_nobody_fed() {
+    local protection=$1
+    ALOG=$BUILD/own-$protection.log
+    if ! start_victim 2 "$protection"; then
+        wait "$JOB"
+        fail "unprivileged frag-ahead, protection $protection" "the job did not start" "$LOG"
+        return 1
+    fi
+    # shellcheck disable=SC2086
+    timeout $((VICTIM_SECONDS + 10)) "$BUILD/dgram_attack" feed "$VICTIM_SECONDS" $PORTS 2>/dev/null |
+        timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- "$BUILD/dgram_attack" frag-ahead-own \
+            "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
+    finish_victim
+}
+
+as_nobody_spray() {
+    local protection=$1
+    ALOG=$BUILD/spray-$protection.log
+    if ! start_victim 3 "$protection"; then
+        wait "$JOB"
+        fail "unprivileged spray, protection $protection" "the job did not start" "$LOG"
+        return 1
+    fi
+    # shellcheck disable=SC2086
+    timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- "$BUILD/dgram_attack" spray "$VICTIM_SECONDS" $PORTS \
+        >"$ALOG" 2>&1
+    finish_victim
+}
+
+# --- a sniffer on the path ---
+sniffer_attack frag-ahead full 2 && refused "sniffer forges the next message" drop_bad_mac "$ALOG"
+sniffer_attack frag-ahead header 2 && refused "sniffer forges the next message, protection header" drop_bad_mac "$ALOG"
+sniffer_attack frag-ahead none 2 && took_effect "sniffer forges the next message, protection none" "$ALOG"
+
+if sniffer_attack tags full 2; then
+    refused "sniffer sends every BTL tag" drop_bad_mac "$ALOG"
+    n=$(attack_sent "$ALOG")
+    if [[ ${n:-0} -ge 256 ]]; then ok "all 256 BTL tags sent ($n forgeries)"; else fail "tags" "only ${n:-0} of 256 tags sent" "$ALOG"; fi
+fi
+
+sniffer_attack splice full 2 && refused "sniffer splices a new payload under genuine headers" drop_bad_mac "$ALOG"
+# Header mode does not cover the payload: the splice passes the tag, and is
+# stopped only because its genuine datagram came first (same nonce)
+sniffer_attack splice header 2 && refused "splice after the genuine datagram, protection header" drop_replay "$ALOG"
+# Without protection a late copy is still a duplicate sequence number
+sniffer_attack splice none 2 && refused "splice after the genuine datagram, protection none" oow_low_recvs "$ALOG"
+
+sniffer_attack cross-peer full 3 && refused "sniffer replays one pair's datagrams to another rank" drop_bad_mac "$ALOG"
+# Without protection the other pair's random ISN still puts them out of window
+sniffer_attack cross-peer none 3 && refused "cross-peer replay, protection none" oow_high_recvs "$ALOG"
+
+# Forged ACKs of data the path lost: inside a namespace with 2% UDP loss
+if netns_create && netns_set_udp_loss 2; then
+    sniffer_attack ack full 2 ip netns exec "$NETNS" && refused "sniffer ACKs data the path lost (2% loss)" drop_bad_mac "$ALOG"
+    sniffer_attack ack none 2 ip netns exec "$NETNS" && took_effect "forged ACKs, protection none (2% loss)" "$ALOG"
+    dropped=$(netns_udp_dropped)
+    if [[ ${dropped:-0} -gt 0 ]]; then ok "the 2% rule dropped $dropped datagrams"; else fail "loss rule" "dropped nothing"; fi
+    netns_destroy
+else
+    fail "forged ACKs" "cannot make a namespace with a UDP loss rule (nftables)"
+fi
+
+# --- a local user without privileges ---
+as_nobody_fed full && refused "unprivileged user forges the next message (fed by a sniffer)" drop_bad_source "$ALOG"
+as_nobody_fed none && took_effect "unprivileged forged next message, protection none" "$ALOG"
+as_nobody_spray full && refused "unprivileged blind FRAG/ACK/CHUNK/PUT, every tag, guessed sequence numbers" \
+    drop_bad_source "$ALOG"
+# Without protection nothing checks the source; random ISNs still keep a
+# blind guess out of every window (counted as out of window or invalid)
+if as_nobody_spray none; then
+    n=$(($(counter oow_high_recvs) + $(counter oow_low_recvs) + $(counter invalid_recvs)))
+    sent=$(attack_sent "$ALOG")
+    if [[ $VPASS -eq 1 && $((2 * n)) -ge ${sent:-1} ]]; then
+        ok "unprivileged blind spray, protection none: stopped by random ISNs ($n of $sent out of window or invalid)"
+    else
+        fail "unprivileged blind spray, protection none" "pass=$VPASS, $n of ${sent:-0} counted" "$LOG"
+    fi
+fi
+
+# --- an interface that cannot be set up ---
+# failed_if NAME BTLS IFACES EXPECT: in a namespace with lo and a veth
+# address 10.77.0.1, whose endpoint bind fails; EXPECT usnic or tcp: which
+# BTL must carry the job
+failed_if() {
+    local name=$1 btls=$2 ifaces=$3 expect=$4
+    netns_create || { fail "$name" "cannot make a namespace"; return; }
+    netns_exec ip link add va type veth peer name vb && netns_exec ip addr add 10.77.0.1/24 dev va &&
+        netns_exec ip link set va up && netns_exec ip link set vb up || { fail "$name" "cannot add a veth"; netns_destroy; return; }
+    netns_exec timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
+        --mca btl "$btls" --mca btl_usnic_if_include "$ifaces" --mca btl_tcp_if_include lo \
+        --mca oob_tcp_if_include lo --mca btl_usnic_stats 1 -x LD_PRELOAD="$BUILD/libfailnet.so" \
+        -x FAILNET_BIND_ADDR=10.77.0.1 "$BUILD/victim" 3 >"$LOG" 2>&1
+    local rc=$? sends
+    netns_destroy
+    sends=$(counter total_sends)
+    if [[ $rc -ne 0 ]] || ! grep -q '^PASS victim' "$LOG"; then
+        fail "$name" "the job failed (exit $rc)" "$LOG"
+    elif [[ $(grep -c 'failnet: .* refused bind' "$LOG") -lt 2 ]] || ! grep -q 'Call: *fi_endpoint' "$LOG"; then
+        fail "$name" "the shim did not act, or the failure was not reported" "$LOG"
+    elif [[ $expect == usnic && $sends -le 0 ]]; then
+        fail "$name" "the usnic BTL carried nothing on the remaining interface" "$LOG"
+    elif [[ $expect == tcp && $sends -gt 0 ]]; then
+        fail "$name" "usnic sent $sends segments with no usable interface" "$LOG"
+    else
+        ok "$name: reported, the job verified its data over $expect"
+    fi
+}
+failed_if "fi_endpoint fails on one of two interfaces" usnic,self lo,va usnic
+failed_if "fi_endpoint fails on the only interface" usnic,tcp,self va tcp
+
+finish

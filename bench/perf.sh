@@ -7,11 +7,16 @@
 #   bash bench/perf.sh                   # REPS=5, about 4-6 minutes
 #   REPS=3 BUDGET=0.5 bash bench/perf.sh # shorter
 #   TRANSPORTS="usnic tcp udp" bash bench/perf.sh
+#   TRANSPORTS="usnic usnic_header usnic_none" bash bench/perf.sh   # protection only
 #   bash bench/perf.sh --scale           # the scale mode (bench/scale.sh)
 #
 # Transports (TRANSPORTS, default all, run in this order, rotated by one
 # place per repetition so that none is always first):
-#   usnic   the usnic BTL: pml ob1, btl usnic,self on lo
+#   usnic   the usnic BTL: pml ob1, btl usnic,self on lo, with its default
+#           datagram protection (btl_usnic_protection full)
+#   usnic_header, usnic_none   the same with btl_usnic_protection header /
+#           none: the cost of each mode, as ratios to none from runs that
+#           saw the same VM state (see below)
 #   tcp     btl/tcp: pml ob1, btl tcp,self on lo
 #   rxd     libfabric's reliable datagrams (ofi_rxd over the udp
 #           provider) through pml cm + mtl ofi; every run is checked to
@@ -24,7 +29,12 @@
 #   fipp    fi_pingpong -p udp -e dgram (libfabric-bin), 8 and 1024 bytes
 #
 # One repetition runs every transport once; REPS repetitions give each
-# cell's median and min-max.  A cell whose spread (max-min) exceeds
+# cell's median and min-max.  Around every run bench/cacheline.c probes
+# the VM's cross-core state (a cache line's round trip between the two
+# cores: about 60 ns fast, 350 ns slow; loopback throughput moves 2-3x
+# with it); the protection table compares a mode with none only within
+# one repetition and only when both runs saw the same state, and reports
+# the median of those paired ratios.  A cell whose spread (max-min) exceeds
 # SPREAD_PCT of its median is flagged "!".  Every run also records the load
 # average before and after and the CPU time that processes other than the
 # benchmark used meanwhile (/proc/stat minus our own children's CPU time);
@@ -83,7 +93,8 @@ STREAM_SECONDS=${STREAM_SECONDS:-1}
 STALL_SECONDS=${STALL_SECONDS:-5}
 FI_ITERS=${FI_ITERS:-20000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-TRANSPORTS=${TRANSPORTS:-"usnic tcp rxd vader udp fipp"}
+TRANSPORTS=${TRANSPORTS:-"usnic usnic_header usnic_none tcp rxd vader udp fipp"}
+SLOW_NS=${SLOW_NS:-150}   # cache-line round trip above which the VM is in its slow state
 RXD_PROVIDER="udp;ofi_rxd"
 RUNS_CSV="$BUILD_DIR/perf-runs.csv"
 SUMMARY_CSV="$BUILD_DIR/perf.csv"
@@ -108,15 +119,15 @@ die() { echo "perf: $*" >&2; exit 1; }
 [[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|tcp|rxd|vader|udp|fipp) ;;
-        *) die "unknown transport '$t' (known: usnic tcp rxd vader udp fipp)" ;;
+        usnic|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp) ;;
+        *) die "unknown transport '$t' (known: usnic usnic_header usnic_none tcp rxd vader udp fipp)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
     command -v "$cmd" >/dev/null || die "$cmd not found"
 done
 has() { [[ " $TRANSPORTS " == *" $1 "* ]]; }
-if has usnic && ! ompi_info 2>/dev/null | grep -q 'MCA btl: usnic'; then
+if [[ " $TRANSPORTS" == *" usnic"* ]] && ! ompi_info 2>/dev/null | grep -q 'MCA btl: usnic'; then
     die "Open MPI lists no usnic BTL (ompi_info | grep 'MCA btl: usnic'); install it first"
 fi
 
@@ -130,6 +141,8 @@ cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/udp_raw" "$BENCH_DIR/udp_raw.c" ||
     die "compiling bench/udp_raw.c failed"
 cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/stalls" "$BENCH_DIR/stalls.c" ||
     die "compiling bench/stalls.c failed"
+cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cacheline.c" ||
+    die "compiling bench/cacheline.c failed"
 HAVE_FIPP=1
 command -v fi_pingpong >/dev/null || HAVE_FIPP=0
 
@@ -147,7 +160,10 @@ CPU_A=0 CPU_B=1
 
 transport_args() {
     case $1 in
-        usnic) echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" ;;
+        usnic) echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_protection full" ;;
+        usnic_header|usnic_none)
+               echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" \
+                    "--mca btl_usnic_protection ${1#usnic_}" ;;
         tcp)   echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
         # Debian's openmpi-mca-params.conf says "mtl = ^ofi": naming the
         # MTL here overrides it.  The verbose options print the lines that
@@ -161,6 +177,8 @@ transport_args() {
 title() {
     case $1 in
         usnic) echo "usnic" ;;
+        usnic_header) echo "usnic header" ;;
+        usnic_none) echo "usnic none" ;;
         tcp)   echo "tcp" ;;
         rxd)   echo "udp;ofi_rxd" ;;
         vader) echo "vader" ;;
@@ -242,7 +260,7 @@ run_mpi() {
         note="fail (exit $RC${status:+, status $status})"
     fi
     case $t in
-        usnic)
+        usnic*)
             sends=$(field num_total_sends "$line")
             if [[ -z $note && ! $sends =~ ^[1-9][0-9]*$ ]]; then
                 note="wrongpath (no usnic BTL sends counted: num_total_sends=${sends:-none})"
@@ -360,18 +378,32 @@ run_fipp() {
     STATUS[fipp,$rep]=ok
 }
 
+# The VM's cross-core state now: "fast" or "slow" (bench/cacheline.c)
+vm_state() {
+    local ns
+    ns=$("$BUILD_DIR/cacheline" --cpus "$CPU_A,$CPU_B" | sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p')
+    if [[ -z $ns ]]; then echo "unknown"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow"; else echo "fast"; fi
+}
+
+declare -A VMSTATE  # transport,rep -> fast | slow | mixed (the probes before and after differed)
+
 run_one() {
-    local t=$1 rep=$2 disturbed=0
+    local t=$1 rep=$2 disturbed=0 before after
     RUN_EXTRA=""
     : >"$RUN_ROWS"
     WALL=0 FOREIGN=0 LOAD0=- LOAD1=- UDPDROPS=0
+    before=$(vm_state)
     case $t in
         udp)  run_udp "$rep" ;;
         fipp) run_fipp "$rep" ;;
         *)    run_mpi "$t" "$rep" ;;
     esac
+    after=$(vm_state)
+    VMSTATE[$t,$rep]=$before
+    [[ $before == "$after" ]] || VMSTATE[$t,$rep]=mixed
+    RUN_EXTRA+="${RUN_EXTRA:+, }VM $before -> $after"
     [[ ${STATUS[$t,$rep]} == ok ]] || FAILED=$((FAILED + 1))
-    printf '  rep %d/%d  %-6s %-4s %5.1fs  load %s -> %s  others %s%% of the CPUs  UDP rcvbuf drops %s%s\n' \
+    printf '  rep %d/%d  %-12s %-4s %5.1fs  load %s -> %s  others %s%% of the CPUs  UDP rcvbuf drops %s%s\n' \
         "$rep" "$REPS" "$t" "${STATUS[$t,$rep]%% *}" "$WALL" "$LOAD0" "$LOAD1" "$FOREIGN" \
         "$UDPDROPS" "${RUN_EXTRA:+  ($RUN_EXTRA)}"
     [[ ${STATUS[$t,$rep]} == ok ]] || echo "    ${STATUS[$t,$rep]}; log: bench/build/perf-logs/$t-$rep.log"
@@ -519,6 +551,56 @@ if has usnic; then
     echo "  in steady state (timed batches only, without warm-up and payload checks): ${steady:--}"
 fi
 
+# Datagram protection: each mode against none, paired within a repetition
+# and within one VM state
+if has usnic_none && { has usnic || has usnic_header; }; then
+    echo
+    echo "Datagram protection (btl_usnic_protection), each mode against none: per repetition, the mode's run and"
+    echo "the none run are paired when both succeeded and both saw the same VM state (fast or slow, probed before"
+    echo "and after each run); the table gives the median of the paired ratios (n = pairs, and their states)."
+    echo "Latency rows also give the median paired difference in us."
+    printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "" "full" "header" "none" "full vs none" "header vs none"
+    # paired STAT MODE METRIC SIZE: median over qualifying reps of ratio
+    # (STAT=ratio) or difference (STAT=diff) of MODE to none; "-" if none
+    paired() {
+        local stat=$1 mode=$2 metric=$3 size=$4 r vals="" states="" a b
+        for r in $(seq 1 "$REPS"); do
+            [[ ${STATUS[$mode,$r]:-} == ok && ${STATUS[usnic_none,$r]:-} == ok ]] || continue
+            [[ ${VMSTATE[$mode,$r]:-} == "${VMSTATE[usnic_none,$r]:-x}" && ${VMSTATE[$mode,$r]} != mixed ]] || continue
+            a=$(awk -F, -v r="$r" -v t="$mode" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
+            b=$(awk -F, -v r="$r" -v m="$metric" -v s="$size" '$1 == r && $2 == "usnic_none" && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
+            [[ -n $a && -n $b ]] || continue
+            vals+="$(awk -v a="$a" -v b="$b" -v st="$stat" 'BEGIN { print (st == "diff" ? a - b : (b > 0 ? a / b : "")) }') "
+            states+="${VMSTATE[$mode,$r]:0:1}"
+        done
+        tr ' ' '\n' <<<"$vals" | grep . | sort -g | awk -v st="$stat" -v states="$states" '
+            { x[++n] = $1 }
+            END {
+                if (n == 0) { print "-"; exit }
+                med = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+                printf (st == "diff" ? "%+.2f us" : "%.3fx"), med; printf " (n=%d %s)", n, states }'
+    }
+    for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
+        m=${row%%:*} s=${row#*:}
+        case $m in
+            lat) label="latency $(human "$s")" ;;
+            bw) label="bandwidth $(human "$s")" ;;
+            rate) label="msg rate 8 B" ;;
+        esac
+        full=- header=-
+        has usnic && full="$(paired ratio usnic "$m" "$s")"
+        has usnic_header && header="$(paired ratio usnic_header "$m" "$s")"
+        printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "$label" "$(cell usnic "$m" "$s")" \
+            "$(cell usnic_header "$m" "$s")" "$(cell usnic_none "$m" "$s")" "$full" "$header"
+        if [[ $m == lat ]]; then
+            full=- header=-
+            has usnic && full="$(paired diff usnic "$m" "$s")"
+            has usnic_header && header="$(paired diff usnic_header "$m" "$s")"
+            printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "" "" "" "" "$full" "$header"
+        fi
+    done
+fi
+
 if has udp || has fipp; then
     echo
     echo "Raw datagram path (no MPI), median (min-max); usnic compared at the same size:"
@@ -611,6 +693,16 @@ if has usnic && [[ -n ${quiet_resends// /} ]]; then
 elif has usnic; then
     target "$t" "" "no successful usnic run"
 fi
+t="default protection (full): 8 B latency at most 0.3 us above none"
+d=$(has usnic && has usnic_none && paired diff usnic lat 8)
+if [[ -n $d && $d != - ]]; then
+    target "$t" "$(awk '{ print $1 + 0 }' <<<"$d") <= 0.3" "full - none, paired: $d"
+else target "$t" "" "needs usnic and usnic_none runs in one VM state"; fi
+t="default protection (full): 1 MiB bandwidth at least 0.9x none"
+d=$(has usnic && has usnic_none && paired ratio usnic bw 1048576)
+if [[ -n $d && $d != - ]]; then
+    target "$t" "$(awk '{ print $1 + 0 }' <<<"$d") >= 0.9" "full / none, paired: $d"
+else target "$t" "" "needs usnic and usnic_none runs in one VM state"; fi
 noquiet=$(awk -F, '{ t[$2] = 1; if ($6 == 0) q[$2] = 1 } END { for (k in t) if (!(k in q)) printf "%s ", k }' "$RUNS_CSV")
 if [[ -n $noquiet ]]; then
     echo "caution: every run of { ${noquiet}} was disturbed by other work; their medians, and the targets that use them, are suspect"

@@ -39,7 +39,8 @@ info=$(ompi_info --param btl usnic --level 9 2>&1)
 expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_num prio_rd_num
           retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay ack_delay priority_limit window stats
           verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth
-          numa_latency_penalty connectivity_check connectivity_timeout connectivity_retries connectivity_policy)
+          numa_latency_penalty connectivity_check connectivity_timeout connectivity_retries connectivity_policy
+          protection)
 missing=()
 for p in "${expected[@]}"; do
     # the line after the parameter line is its help text: it must not be empty
@@ -114,6 +115,7 @@ check_bad_value "connectivity_policy=sometimes" "btl_usnic_connectivity_policy" 
 check_bad_value "connectivity_timeout=0" "btl_usnic_connectivity_timeout" OMPI_MCA_btl_usnic_connectivity_timeout=0
 check_bad_value "numa_latency_penalty=-1" "btl_usnic_numa_latency_penalty" \
     OMPI_MCA_btl_usnic_numa_latency_penalty=-1
+check_bad_value "protection=weak" "btl_usnic_protection" OMPI_MCA_btl_usnic_protection=weak
 
 # --- 5. an invalid if_include entry is named, a valid one still works ---
 run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include "lo,10.0.0.0/99"
@@ -152,6 +154,19 @@ if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "btl:usnic f
     ok "ranks with different priority_limit interoperate"
 else
     bad "different priority_limit per rank (rc=$rc)" "$out"
+fi
+
+# --- 9. peers with different protection: reported with both hosts, no
+# usnic traffic between them, the job runs on tcp ---
+out=$(timeout 60 "${MPIRUN[@]}" --mca btl usnic,tcp,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
+      -np 1 -x OMPI_MCA_btl_usnic_protection=none "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -qE "Local protection: +(full|none)" <<<"$out" &&
+   grep -qE "Peer protection: +(full|none)" <<<"$out" && grep -q "Peer host" <<<"$out" &&
+   ! grep "btl:usnic final stats" <<<"$out" | grep -q "total_sends="; then
+    ok "ranks with different protection: reported, no usnic traffic between them, job runs on tcp"
+else
+    bad "different protection per rank (rc=$rc)" "$out"
 fi
 
 echo "$passed passed, $failed failed"

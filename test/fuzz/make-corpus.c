@@ -610,19 +610,23 @@ static void s_auth_nonce_top(input_t *in)
     }
 }
 
-/* Tags on the way up: the harness's PML registered 1 of 3 not, and 255 is
- * beyond Open MPI's table (it used to read past it and call what lay there) */
-static void s_tags(input_t *in)
+/* Every tag on the way up, 0..255, a quarter per seed (-max_len): the
+ * harness's PML registered 1 of 3 not, and 255 is beyond Open MPI's table
+ * (it used to read past it and call what lay there) */
+static void tags_from(input_t *in, unsigned first)
 {
     DEFAULT_CONFIG(in);
-    static const uint8_t tags[] = {0, 1, 2, 3, 254, 255};
-    for (size_t i = 0; i < sizeof(tags); ++i) {
+    for (unsigned i = 0; i < 64; ++i) {
         dgram_t d;
-        frag(&d, 1, R((uint32_t) i), 8);
-        dg_hdr(&d)->tag = tags[i];
+        frag(&d, 1, R(i), 8);
+        dg_hdr(&d)->tag = (uint8_t) (first + i);
         record(in, d.b, d.n, 0);
     }
 }
+static void s_tags0(input_t *in) { tags_from(in, 0); }
+static void s_tags1(input_t *in) { tags_from(in, 64); }
+static void s_tags2(input_t *in) { tags_from(in, 128); }
+static void s_tags3(input_t *in) { tags_from(in, 192); }
 
 static void s_bad_type(input_t *in)
 {
@@ -879,7 +883,10 @@ static const seed_t seeds[] = {
     {"auth-bad-tag", s_auth_bad_tag, "badmac=1 invalid=1 dels=0 ne1=0"},
     {"auth-replay", s_auth_replay, "replay=2 invalid=0 dels=2 ne1=2"},
     {"auth-nonce-top", s_auth_nonce_top, "replay=0 dels=3 ne1=3"},
-    {"tags", s_tags, "dels=6 badtag=3 ne1=6"},
+    {"tags-0-63", s_tags0, "dels=64 badtag=22 ne1=64"},
+    {"tags-64-127", s_tags1, "dels=64 badtag=21 ne1=64"},
+    {"tags-128-191", s_tags2, "dels=64 badtag=21 ne1=64"},
+    {"tags-192-255", s_tags3, "dels=64 badtag=22 ne1=64"},
     {"bad-type", s_bad_type, "type=3 invalid=3 dels=0"},
     {"unknown-sender", s_unknown_sender, "unknown=4 invalid=4 dels=0"},
     {"fixup", s_fixup, "dels=4 ne1=3 ne2=1 acked1=2 invalid=0"},

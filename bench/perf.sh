@@ -494,6 +494,14 @@ human() {
     esac
 }
 
+row_label() { # metric size
+    case $1 in
+        lat) echo "latency $(human "$2")" ;;
+        bw) echo "bandwidth $(human "$2")" ;;
+        rate) echo "msg rate 8 B" ;;
+    esac
+}
+
 MPI_T=()
 for t in usnic tcp rxd vader; do has "$t" && MPI_T+=("$t"); done
 W=22
@@ -517,11 +525,7 @@ if [[ ${#MPI_T[@]} -gt 0 ]]; then
     echo "$line"
     for row in $ROWS; do
         m=${row%%:*} s=${row#*:}
-        case $m in
-            lat) label="latency $(human "$s")" ;;
-            bw) label="bandwidth $(human "$s")" ;;
-            rate) label="msg rate 8 B" ;;
-        esac
+        label=$(row_label "$m" "$s")
         line=$(printf '%-18s' "$label")
         for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(cell "$t" "$m" "$s")"); done
         for t in "${MPI_T[@]}"; do
@@ -582,11 +586,7 @@ if has usnic_none && { has usnic || has usnic_header; }; then
     }
     for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
         m=${row%%:*} s=${row#*:}
-        case $m in
-            lat) label="latency $(human "$s")" ;;
-            bw) label="bandwidth $(human "$s")" ;;
-            rate) label="msg rate 8 B" ;;
-        esac
+        label=$(row_label "$m" "$s")
         full=- header=-
         has usnic && full="$(paired ratio usnic "$m" "$s")"
         has usnic_header && header="$(paired ratio usnic_header "$m" "$s")"

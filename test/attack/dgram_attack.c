@@ -57,7 +57,7 @@
 
 /* Datagrams already answered, by source port and nonce: the raw socket
  * also sees the attacker's own copies, which keep their genuine's nonce */
-#define ANSWERED_SLOTS 8192
+#define ANSWERED_SLOTS 65536
 typedef struct {
     uint16_t sport;
     uint64_t nonce;
@@ -86,6 +86,9 @@ static int port_channel(const attacker_t *a, uint16_t port)
 static void send_raw(attacker_t *a, uint16_t sport, uint16_t dport, const void *buf, size_t len)
 {
     a->sent += rawudp_send(a->raw, sport, dport, buf, len);
+    if (0 == a->sent % 32) {
+        usleep(200); /* stay below the ranks' socket buffers: a copy the kernel drops is not counted */
+    }
 }
 
 static void send_own(attacker_t *a, uint16_t dport, const void *buf, size_t len)
@@ -256,19 +259,13 @@ static int sniff(attacker_t *a, double seconds)
     if (rx < 0 || a->raw < 0) {
         return 1;
     }
-    static uint8_t pkt[65536];
     double t0 = rawudp_now_ms();
     while (rawudp_now_ms() - t0 < 1e3 * seconds) {
-        struct pollfd pfd = {.fd = rx, .events = POLLIN};
-        if (poll(&pfd, 1, 50) <= 0) {
-            continue;
-        }
-        ssize_t n = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
         uint16_t sport, dport;
         size_t len;
-        const struct udphdr *udp = (n > 0) ? rawudp_parse(pkt, (size_t) n, &sport, &dport, &len) : NULL;
-        if (NULL != udp && rawudp_is_job_port(&a->ports, sport) && rawudp_is_job_port(&a->ports, dport)) {
-            on_genuine(a, (const uint8_t *) (udp + 1), len, sport, dport);
+        const uint8_t *g = rawudp_next(rx, &a->ports, 50, &sport, &dport, &len);
+        if (NULL != g) {
+            on_genuine(a, g, len, sport, dport);
         }
     }
     close(rx);

@@ -86,6 +86,7 @@ start_victim() {
 
 # attack_sent ALOG: the forgeries an attacker reports having sent
 attack_sent() { sed -nE 's/.*sent ([0-9]+) forgeries.*/\1/p' "$1" | tail -1; }
+attack_seen() { sed -nE 's/.*: (saw -?[0-9]+ genuine datagrams).*/\1/p' "$1" | tail -1; }
 
 # finish_victim: waits; sets VRC and VPASS (1 if the victim verified everything)
 finish_victim() {
@@ -126,7 +127,7 @@ refused() {
     elif [[ $((2 * n)) -lt $sent ]]; then
         fail "$name" "only $n counted as $c for $sent forgeries" "$LOG"
     else
-        ok "$name: refused, $n counted as $c for $sent forgeries, the job's data verified"
+        ok "$name: refused, $n counted as $c for $sent forgeries, the job's data verified ($(attack_seen "$alog"))"
     fi
 }
 
@@ -143,52 +144,50 @@ took_effect() {
     fi
 }
 
-# sniffer_attack MODE PROTECTION NP [PREFIX...]: a root attacker for the
-# victim's run; its log is ALOG
-sniffer_attack() {
-    local mode=$1 protection=$2 np=$3
-    shift 3
-    ALOG=$BUILD/$mode-$protection.log
+# run_attack NAME NP PROTECTION ATTACKER [PREFIX...]: the victim in the
+# background (PREFIX: e.g. "ip netns exec NS"), then the function ATTACKER
+# with PREFIX (it writes ALOG), then the victim's end
+run_attack() {
+    local name=$1 np=$2 protection=$3 attacker=$4
+    shift 4
+    ALOG=$BUILD/$name-$protection.log
     if ! start_victim "$np" "$protection" "$@"; then
         wait "$JOB"
-        fail "$mode, protection $protection" "the job did not start" "$LOG"
+        fail "$name, protection $protection" "the job did not start" "$LOG"
         return 1
     fi
-    # shellcheck disable=SC2086
-    "$@" timeout $((VICTIM_SECONDS + 10)) "$BUILD/dgram_attack" "$mode" "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
+    "$attacker" "$@"
     finish_victim
 }
 
-# as_nobody_fed PROTECTION: a root sniffer feeds the stream to an attacker
-# without privileges, which forges from its own socket
-as_nobody_fed() {
-    local protection=$1
-    ALOG=$BUILD/own-$protection.log
-    if ! start_victim 2 "$protection"; then
-        wait "$JOB"
-        fail "unprivileged frag-ahead, protection $protection" "the job did not start" "$LOG"
-        return 1
-    fi
+# A root attacker in mode MODE
+sniffer() {
+    # shellcheck disable=SC2086
+    "$@" timeout $((VICTIM_SECONDS + 10)) "$BUILD/dgram_attack" "$MODE" "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
+}
+
+# A root sniffer feeds the stream to an attacker without privileges, which
+# forges from its own socket
+fed_nobody() {
     # shellcheck disable=SC2086
     timeout $((VICTIM_SECONDS + 10)) "$BUILD/dgram_attack" feed "$VICTIM_SECONDS" $PORTS 2>/dev/null |
         timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- "$BUILD/dgram_attack" frag-ahead-own \
             "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
-    finish_victim
 }
 
-as_nobody_spray() {
-    local protection=$1
-    ALOG=$BUILD/spray-$protection.log
-    if ! start_victim 3 "$protection"; then
-        wait "$JOB"
-        fail "unprivileged spray, protection $protection" "the job did not start" "$LOG"
-        return 1
-    fi
+# An attacker without privileges, blind
+spraying_nobody() {
     # shellcheck disable=SC2086
     timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- "$BUILD/dgram_attack" spray "$VICTIM_SECONDS" $PORTS \
         >"$ALOG" 2>&1
-    finish_victim
 }
+
+# sniffer_attack MODE PROTECTION NP [PREFIX...]
+sniffer_attack() {
+    MODE=$1 run_attack "$1" "$3" "$2" sniffer "${@:4}"
+}
+as_nobody_fed() { run_attack own 2 "$1" fed_nobody; }
+as_nobody_spray() { run_attack spray 3 "$1" spraying_nobody; }
 
 # --- a sniffer on the path ---
 sniffer_attack frag-ahead full 2 && refused "sniffer forges the next message" drop_bad_mac "$ALOG"
@@ -202,9 +201,10 @@ if sniffer_attack tags full 2; then
 fi
 
 sniffer_attack splice full 2 && refused "sniffer splices a new payload under genuine headers" drop_bad_mac "$ALOG"
-# Header mode does not cover the payload: the splice passes the tag, and is
-# stopped only because its genuine datagram came first (same nonce)
-sniffer_attack splice header 2 && refused "splice after the genuine datagram, protection header" drop_replay "$ALOG"
+# (Header mode does not cover the payload: a splice passes its tag and is
+# stopped only when the genuine datagram came first, by the replay window;
+# when the genuine one is lost, even to a full socket buffer, the splice
+# is taken.  That is header mode's documented limit, so it is not a test.)
 # Without protection a late copy is still a duplicate sequence number
 sniffer_attack splice none 2 && refused "splice after the genuine datagram, protection none" oow_low_recvs "$ALOG"
 

@@ -202,22 +202,15 @@ int main(int argc, char **argv)
         return 1;
     }
     long seen = 0;
-    uint8_t pkt[65536];
     double t0 = now_ms();
     while (now_ms() - t0 < 1e3 * seconds) {
-        struct pollfd pfd = {.fd = rx, .events = POLLIN};
-        if (poll(&pfd, 1, 50) <= 0) {
-            continue;
-        }
-        ssize_t n = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
         uint16_t sport, dport;
         size_t ulen;
-        const struct udphdr *udp = (n > 0) ? rawudp_parse(pkt, (size_t) n, &sport, &dport, &ulen) : NULL;
-        if (NULL == udp || ulen < sizeof(opal_btl_usnic_hdr_t) || !rawudp_is_job_port(&ports, sport) ||
-            !rawudp_is_job_port(&ports, dport)) {
+        const uint8_t *payload = rawudp_next(rx, &ports, 50, &sport, &dport, &ulen);
+        if (NULL == payload || ulen < sizeof(opal_btl_usnic_hdr_t)) {
             continue;
         }
-        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (udp + 1);
+        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) payload;
         if (OPAL_BTL_USNIC_MAGIC != le16toh(h->magic) || OPAL_BTL_USNIC_PKT_ACK == h->type) {
             continue;
         }

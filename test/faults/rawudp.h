@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,6 +117,25 @@ static inline const struct udphdr *rawudp_parse(const uint8_t *pkt, size_t n, ui
     *dport_p = ntohs(udp->dest);
     *len_p = ulen - sizeof(*udp);
     return udp;
+}
+
+/* One datagram between two of the job's ports, waiting up to |wait_ms|:
+ * returns its payload (*|len_p| bytes, in a static buffer valid until the
+ * next call) and sets the ports, or NULL if none came */
+static inline const uint8_t *rawudp_next(int rx, const rawudp_ports_t *ports, int wait_ms, uint16_t *sport_p,
+                                         uint16_t *dport_p, size_t *len_p)
+{
+    static uint8_t pkt[65536];
+    struct pollfd pfd = {.fd = rx, .events = POLLIN};
+    if (poll(&pfd, 1, wait_ms) <= 0) {
+        return NULL;
+    }
+    ssize_t n = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
+    const struct udphdr *udp = (n > 0) ? rawudp_parse(pkt, (size_t) n, sport_p, dport_p, len_p) : NULL;
+    if (NULL == udp || !rawudp_is_job_port(ports, *sport_p) || !rawudp_is_job_port(ports, *dport_p)) {
+        return NULL;
+    }
+    return (const uint8_t *) (udp + 1);
 }
 
 /* Send |len| bytes from 127.0.0.1:|sport| to 127.0.0.1:|dport| (checksum 0

@@ -35,7 +35,8 @@
 #include "rawudp.h"
 
 typedef struct {
-    uint16_t len;  /* UDP header + payload */
+    uint16_t sport, dport;
+    uint16_t len;  /* payload */
     int type;      /* segment type of the usnic header, -1 if none */
     uint8_t bytes[1500];
 } captured_t;
@@ -53,22 +54,19 @@ static int is_data(const captured_t *c)
     return c->type >= 0 && OPAL_BTL_USNIC_PKT_ACK != c->type;
 }
 
-/* Keeps |pkt| (an IPv4 packet as a raw socket delivers it) if it is a UDP
- * datagram between two of the job's ports on 127.0.0.1. */
-static int take(captured_t *c, const uint8_t *pkt, size_t n)
+/* Keeps the datagram |payload| (|len| bytes) from |sport| to |dport| */
+static int take(captured_t *c, const uint8_t *payload, size_t len, uint16_t sport, uint16_t dport)
 {
-    uint16_t sport, dport;
-    size_t len;
-    const struct udphdr *udp = rawudp_parse(pkt, n, &sport, &dport, &len);
-    if (NULL == udp || !rawudp_is_job_port(&ports, sport) || !rawudp_is_job_port(&ports, dport) ||
-        sizeof(*udp) + len > sizeof(c->bytes)) {
+    if (len > sizeof(c->bytes)) {
         return 0;
     }
-    memcpy(c->bytes, udp, sizeof(*udp) + len);
-    c->len = (uint16_t) (sizeof(*udp) + len);
+    memcpy(c->bytes, payload, len);
+    c->len = (uint16_t) len;
+    c->sport = sport;
+    c->dport = dport;
     c->type = -1;
     if (len >= sizeof(opal_btl_usnic_hdr_t)) {
-        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) (c->bytes + sizeof(*udp));
+        const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) c->bytes;
         if (OPAL_BTL_USNIC_MAGIC == le16toh(h->magic)) {
             c->type = h->type;
         }
@@ -102,15 +100,12 @@ int main(int argc, char **argv)
 
     /* capture */
     int n = 0, data = 0, counts[257] = {0}; /* by type; [256]: not ours */
-    uint8_t pkt[65536];
     double t0 = now_s();
     while (n < max && now_s() - t0 < capture_s) {
-        struct pollfd pfd = {.fd = rx, .events = POLLIN};
-        if (poll(&pfd, 1, 50) <= 0) {
-            continue;
-        }
-        ssize_t got = recv(rx, pkt, sizeof(pkt), MSG_DONTWAIT);
-        if (got > 0 && take(&cap[n], pkt, (size_t) got)) {
+        uint16_t sport, dport;
+        size_t len;
+        const uint8_t *payload = rawudp_next(rx, &ports, 50, &sport, &dport, &len);
+        if (NULL != payload && take(&cap[n], payload, len, sport, dport)) {
             ++counts[cap[n].type >= 0 ? cap[n].type : 256];
             data += is_data(&cap[n]);
             ++n;
@@ -134,9 +129,7 @@ int main(int argc, char **argv)
         }
         long sent = 0, sent_data = 0;
         for (int i = 0; i < n; ++i) {
-            const struct udphdr *udp = (const struct udphdr *) cap[i].bytes;
-            if (rawudp_send(tx, ntohs(udp->source), ntohs(udp->dest), cap[i].bytes + sizeof(*udp),
-                            cap[i].len - sizeof(*udp))) {
+            if (rawudp_send(tx, cap[i].sport, cap[i].dport, cap[i].bytes, cap[i].len)) {
                 ++sent;
                 sent_data += is_data(&cap[i]);
             } else if (ENOBUFS != errno && EAGAIN != errno) {

@@ -453,7 +453,7 @@ static void test_reassembly_rejects_misaligned_chunks(void)
 /*
  * Overlapping chunks are rejected.  Reassembly used to count bytes, not
  * ranges, so a chunk re-covering received bytes under a new sequence
- * number (a corrupt or forged datagram that passes the cookie check)
+ * number (a corrupt datagram, or one from a peer that holds the key)
  * completed the fragment early with bytes that never arrived, and the
  * genuine chunk was then refused forever.  Now the receiver accepts only
  * chunks aligned to its max_chunk_payload and refuses one whose slot bit

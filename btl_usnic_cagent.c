@@ -4,7 +4,7 @@
  * Connectivity agent: one per host (local rank 0), see
  * btl_usnic_connectivity.h.  It owns one UDP probe socket per module
  * (bound to the module's address) and a SOCK_SEQPACKET listener for the
- * clients of this host.  Everything it does happens in
+ * clients of this host, in a directory only the job's user can enter.  Everything it does happens in
  * opal_btl_usnic_cagent_service(), a non-blocking pass called from libevent
  * events on opal_sync_event_base (socket readable, resend timer) and from
  * the waiting loop of this process's own client.
@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "opal/mca/event/event.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/opal_environ.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -32,6 +34,7 @@
 
 #define CAGENT_MAX_SOCKS 64
 #define CAGENT_MAX_CONNS 256
+#define CAGENT_SOCK_NAME "usnic-cagent.sock"
 
 typedef struct {
     int fd;
@@ -74,9 +77,8 @@ static struct {
     int listen_fd;
     opal_event_t listen_ev;
     bool listen_ev_on;
-    struct sockaddr_un addr;
-    socklen_t addr_len;
-    bool addr_is_file;
+    char path[sizeof(((struct sockaddr_un *) 0)->sun_path)]; /* the listener's */
+    char dir[sizeof(((struct sockaddr_un *) 0)->sun_path)];  /* our mkdtemp directory, "" if none */
     probe_sock_t socks[CAGENT_MAX_SOCKS];
     int nsocks;
     conn_t conns[CAGENT_MAX_CONNS];
@@ -88,6 +90,7 @@ static struct {
     uint8_t buf[OPAL_BTL_USNIC_CPROBE_MAX + 64];
     /* counters for the summary line */
     uint64_t probes_sent, echoes_received, probes_answered, invalid;
+    uint64_t refused_client_uid, refused_conns_full;
     uint64_t checks_ok, checks_failed;
     uint32_t max_check_usec;
 } agent = {.listen_fd = -1};
@@ -115,27 +118,20 @@ static void ip_str(uint32_t ipv4, char *out, size_t len)
     inet_ntop(AF_INET, &a, out, (socklen_t) len);
 }
 
-int opal_btl_usnic_cagent_address(struct sockaddr_un *sun, socklen_t *len)
+/* ----- what the modex says ----- */
+
+int opal_btl_usnic_cmodex_get(uint32_t vpid, const char *key, void *data_p, int type)
 {
-    const char *dir = opal_process_info.job_session_dir;
-    memset(sun, 0, sizeof(*sun));
-    sun->sun_family = AF_UNIX;
-    struct stat st;
-    if (NULL != dir && strlen(dir) + 24 < sizeof(sun->sun_path) && 0 == stat(dir, &st) && S_ISDIR(st.st_mode)) {
-        snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/usnic-cagent.sock", dir);
-        *len = (socklen_t) sizeof(*sun);
-        return 1;
+    opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &name, (void **) data_p, type);
+    if (OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data)) {
+        OPAL_MODEX_RECV_VALUE(rc, key, &name, (void **) data_p, type);
     }
-    /* No usable session directory: an abstract name (scoped to the
-     * network namespace, i.e. the host), unique per job */
-    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "usnic-cagent-%08x-%s",
-                     mca_btl_usnic_component.cookie, opal_process_info.nodename);
-    if (n < 0 || (size_t) n >= sizeof(sun->sun_path) - 1) {
-        n = (int) sizeof(sun->sun_path) - 2;
-    }
-    *len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + (size_t) n);
-    return 0;
+    return rc;
 }
+
+/* ----- sockets ----- */
 
 static int open_probe_socket(opal_btl_usnic_module_t *module, probe_sock_t *ps)
 {
@@ -167,28 +163,108 @@ static int open_probe_socket(opal_btl_usnic_module_t *module, probe_sock_t *ps)
     return OPAL_SUCCESS;
 }
 
+/* A directory nobody but us can enter: ours, not a symbolic link, and
+ * no permission at all for group or others */
+static bool is_private_dir(const char *dir)
+{
+    struct stat st;
+    return 0 == lstat(dir, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && 0 == (st.st_mode & 077);
+}
+
+static bool path_in(const char *dir)
+{
+    int n = snprintf(agent.path, sizeof(agent.path), "%s/%s", dir, CAGENT_SOCK_NAME);
+    return n > 0 && (size_t) n < sizeof(agent.path);
+}
+
+/* A fresh directory of ours (mkdtemp: a random name, mode 0700) under
+ * the temporary directory, or /tmp when that one fails or its path is
+ * too long */
+static bool make_private_dir(void)
+{
+    const char *bases[] = {opal_tmp_directory(), "/tmp"};
+    int err = ENAMETOOLONG;
+    for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); ++i) {
+        int n = snprintf(agent.dir, sizeof(agent.dir), "%s/usnic-cagent-XXXXXX", bases[i]);
+        if (n <= 0 || (size_t) n + 1 + strlen(CAGENT_SOCK_NAME) >= sizeof(agent.path)) {
+            continue;
+        }
+        if (NULL != mkdtemp(agent.dir) && path_in(agent.dir)) {
+            return true;
+        }
+        err = errno;
+    }
+    agent.dir[0] = '\0';
+    errno = err;
+    return false;
+}
+
+/* Where the listener goes: the job session directory if it is private
+ * and the path fits, else a private directory of our own */
+static bool choose_path(void)
+{
+    const char *dir = opal_process_info.job_session_dir;
+    if (NULL != dir && is_private_dir(dir) && path_in(dir)) {
+        return true;
+    }
+    if (!make_private_dir()) {
+        return false;
+    }
+    /* ORTE removes it if we die before fini does */
+    if (NULL != opal_pmix.register_cleanup &&
+        OPAL_SUCCESS != opal_pmix.register_cleanup(agent.dir, true, false, false)) {
+        opal_btl_usnic_verbose(5, "connectivity agent: %s is not registered for cleanup", agent.dir);
+    }
+    return true;
+}
+
+static void listener_failed(const char *what, int err)
+{
+    opal_btl_usnic_show_help(true, "connectivity agent failed", opal_process_info.nodename, what,
+                             '\0' != agent.path[0] ? agent.path : "(none)", strerror(err));
+}
+
 static int open_listener(void)
 {
-    agent.addr_is_file = (1 == opal_btl_usnic_cagent_address(&agent.addr, &agent.addr_len));
+    agent.path[0] = agent.dir[0] = '\0';
+    if (!choose_path()) {
+        listener_failed("mkdtemp (no private directory for the socket)", errno);
+        return OPAL_ERROR;
+    }
     int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     if (fd < 0) {
+        listener_failed("socket", errno);
         return OPAL_ERROR;
     }
     set_nonblock_cloexec(fd);
-    if (agent.addr_is_file) {
-        (void) unlink(agent.addr.sun_path); /* a stale one of an earlier job with our id */
-    }
-    if (0 != bind(fd, (struct sockaddr *) &agent.addr, agent.addr_len) || 0 != listen(fd, 128)) {
-        opal_btl_usnic_verbose(1, "connectivity agent: cannot listen on %s: %s",
-                               agent.addr_is_file ? agent.addr.sun_path : "(abstract socket)", strerror(errno));
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, agent.path, strlen(agent.path) + 1);
+    (void) unlink(agent.path); /* our own directory: only a stale socket of ours can be there */
+    if (0 != bind(fd, (struct sockaddr *) &sun, sizeof(sun)) || 0 != listen(fd, 128)) {
+        int err = errno;
         close(fd);
+        listener_failed("bind/listen", err);
         return OPAL_ERROR;
     }
+    (void) chmod(agent.path, 0600);
     agent.listen_fd = fd;
     opal_event_set(opal_sync_event_base, &agent.listen_ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, service_cb, NULL);
     opal_event_add(&agent.listen_ev, NULL);
     agent.listen_ev_on = true;
     return OPAL_SUCCESS;
+}
+
+/* Tell the local processes where the listener is (only they can read it) */
+static int publish_path(void)
+{
+    int rc;
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_LOCAL, OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path, OPAL_STRING);
+    if (OPAL_SUCCESS != rc) {
+        listener_failed("publishing the socket's path in the modex", EIO);
+    }
+    return rc;
 }
 
 int opal_btl_usnic_cagent_init(void)
@@ -207,7 +283,7 @@ int opal_btl_usnic_cagent_init(void)
             ++agent.nsocks;
         }
     }
-    if (0 == agent.nsocks || OPAL_SUCCESS != open_listener()) {
+    if (0 == agent.nsocks || OPAL_SUCCESS != open_listener() || OPAL_SUCCESS != publish_path()) {
         agent.running = true; /* so that fini closes what was opened */
         opal_btl_usnic_cagent_fini();
         for (int i = 0; i < c->num_modules; ++i) {
@@ -217,14 +293,19 @@ int opal_btl_usnic_cagent_init(void)
     }
     opal_event_evtimer_set(opal_sync_event_base, &agent.timer, service_cb, NULL);
     agent.running = true;
-    opal_btl_usnic_verbose(5, "connectivity agent on %s: %d probe sockets, listening on %s", opal_process_info.nodename,
-                           agent.nsocks, agent.addr_is_file ? agent.addr.sun_path : "(abstract socket)");
+    opal_btl_usnic_verbose(5, "connectivity agent on %s: %d probe sockets, listening on %s%s", opal_process_info.nodename,
+                           agent.nsocks, agent.path, '\0' != agent.dir[0] ? " (private directory)" : "");
     return OPAL_SUCCESS;
 }
 
 bool opal_btl_usnic_cagent_running(void)
 {
     return agent.running;
+}
+
+const char *opal_btl_usnic_cagent_path(void)
+{
+    return (agent.running && agent.listen_fd >= 0) ? agent.path : NULL;
 }
 
 /* ----- clients ----- */
@@ -252,6 +333,24 @@ static void conn_close(int i)
     }
 }
 
+/* Is the process at the other end of Unix socket |fd| of our user? */
+static bool client_is_ours(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return 0 == getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && len == sizeof(cr) && cr.uid == geteuid();
+}
+
+static int free_conn_slot(void)
+{
+    for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
+        if (agent.conns[i].fd < 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
 static void accept_all(void)
 {
     for (;;) {
@@ -260,14 +359,13 @@ static void accept_all(void)
             return;
         }
         int slot = -1;
-        for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
-            if (agent.conns[i].fd < 0) {
-                slot = i;
-                break;
-            }
+        if (!client_is_ours(fd)) {
+            ++agent.refused_client_uid;
+        } else if ((slot = free_conn_slot()) < 0) {
+            ++agent.refused_conns_full; /* that client's checks end up unchecked */
         }
         if (slot < 0) {
-            close(fd); /* that client's checks end up unchecked */
+            close(fd);
             continue;
         }
         set_nonblock_cloexec(fd);
@@ -572,6 +670,19 @@ int opal_btl_usnic_cagent_fds(int *fds, int max)
     return n;
 }
 
+/* The listener's name and, if we made it, its directory */
+static void remove_path(void)
+{
+    if ('\0' != agent.path[0]) {
+        (void) unlink(agent.path);
+        agent.path[0] = '\0';
+    }
+    if ('\0' != agent.dir[0]) {
+        (void) rmdir(agent.dir);
+        agent.dir[0] = '\0';
+    }
+}
+
 void opal_btl_usnic_cagent_fini(void)
 {
     if (!agent.running) {
@@ -580,11 +691,13 @@ void opal_btl_usnic_cagent_fini(void)
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     if (c->stats > 0 || c->verbose >= 5) {
         opal_output(0, "btl:usnic connectivity agent [%s]: checks=%llu ok=%llu failed=%llu probes_sent=%llu "
-                    "echoes_received=%llu probes_answered=%llu invalid=%llu max_check_usec=%u",
+                    "echoes_received=%llu probes_answered=%llu invalid=%llu refused_client_uid=%llu refused_conns_full=%llu "
+                    "max_check_usec=%u",
                     opal_process_info.nodename, (unsigned long long) (agent.checks_ok + agent.checks_failed),
                     (unsigned long long) agent.checks_ok, (unsigned long long) agent.checks_failed,
                     (unsigned long long) agent.probes_sent, (unsigned long long) agent.echoes_received,
                     (unsigned long long) agent.probes_answered, (unsigned long long) agent.invalid,
+                    (unsigned long long) agent.refused_client_uid, (unsigned long long) agent.refused_conns_full,
                     agent.max_check_usec);
     }
     /* 1. no more callbacks, 2. clients, 3. listener (and its name),
@@ -611,10 +724,8 @@ void opal_btl_usnic_cagent_fini(void)
     if (agent.listen_fd >= 0) {
         close(agent.listen_fd);
         agent.listen_fd = -1;
-        if (agent.addr_is_file) {
-            (void) unlink(agent.addr.sun_path);
-        }
     }
+    remove_path();
     for (int i = 0; i < agent.nsocks; ++i) {
         close(agent.socks[i].fd);
     }

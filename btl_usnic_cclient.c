@@ -4,7 +4,9 @@
  * Connectivity client: every process asks its host's agent (see
  * btl_usnic_connectivity.h) to check the pairs (local module, peer
  * interface) it is about to use, waits for the verdicts in add_procs, and
- * applies btl_usnic_connectivity_policy to a failed pair.
+ * applies btl_usnic_connectivity_policy to a failed pair.  It finds the
+ * agent's socket through the modex (local rank 0 publishes its path) and
+ * talks to it only if the kernel says it runs as our user.
  */
 #include "opal_config.h"
 
@@ -44,8 +46,12 @@ typedef struct {
     opal_btl_usnic_crep_t rep;
 } pair_t;
 
+typedef enum { PATH_UNKNOWN, PATH_FOUND, PATH_NONE } path_state_t;
+
 static struct {
     int fd;
+    path_state_t path_state;                  /* the agent's socket path, from the modex */
+    char path[sizeof(((struct sockaddr_un *) 0)->sun_path)];
     pair_t *pairs;
     int npairs, cpairs;
     struct {
@@ -144,17 +150,78 @@ static void disconnect(void)
     }
 }
 
+/* The rank of this job that is local rank 0 on this host (the agent) */
+static bool local_leader(uint32_t *vpid_p)
+{
+    char *peers = NULL;
+    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(OPAL_VPID_WILDCARD, OPAL_PMIX_LOCAL_PEERS, &peers, OPAL_STRING) ||
+        NULL == peers) {
+        return false;
+    }
+    bool found = false;
+    for (char *tok = strtok(peers, ","); NULL != tok && !found; tok = strtok(NULL, ",")) {
+        uint32_t vpid = (uint32_t) strtoul(tok, NULL, 10);
+        uint16_t lrank = UINT16_MAX, *p = &lrank;
+        if (OPAL_SUCCESS == opal_btl_usnic_cmodex_get(vpid, OPAL_PMIX_LOCAL_RANK, &p, OPAL_UINT16) && 0 == lrank) {
+            *vpid_p = vpid;
+            found = true;
+        }
+    }
+    free(peers);
+    return found;
+}
+
+/* Where this host's agent listens: our own agent's path, or the one
+ * local rank 0 published (a private directory it chose) */
+static bool agent_path(void)
+{
+    if (PATH_UNKNOWN == cl.path_state) {
+        const char *mine = opal_btl_usnic_cagent_path();
+        char *theirs = NULL;
+        uint32_t leader;
+        if (NULL == mine && 0 != opal_process_info.my_local_rank && local_leader(&leader)) {
+            (void) opal_btl_usnic_cmodex_get(leader, OPAL_BTL_USNIC_CAGENT_PATH_KEY, &theirs, OPAL_STRING);
+        }
+        const char *path = (NULL != mine) ? mine : theirs;
+        cl.path_state = (NULL != path && strlen(path) < sizeof(cl.path)) ? PATH_FOUND : PATH_NONE;
+        if (PATH_FOUND == cl.path_state) {
+            snprintf(cl.path, sizeof(cl.path), "%s", path);
+        } else {
+            opal_btl_usnic_verbose(5, "connectivity: no agent runs on this host: pairs stay unchecked");
+        }
+        free(theirs);
+    }
+    return PATH_FOUND == cl.path_state;
+}
+
+/* Is the process at the other end of |fd| of our user?  (Anyone could
+ * have put a socket at a path we were told, if it were not private.) */
+static bool agent_is_ours(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return 0 == getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && len == sizeof(cr) && cr.uid == geteuid();
+}
+
 static bool try_connect(void)
 {
     struct sockaddr_un sun;
-    socklen_t len;
-    (void) opal_btl_usnic_cagent_address(&sun, &len);
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, cl.path, strlen(cl.path) + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return false;
     }
-    if (0 != connect(fd, (struct sockaddr *) &sun, len)) {
+    if (0 != connect(fd, (struct sockaddr *) &sun, sizeof(sun))) {
         close(fd); /* the agent is not listening yet (or not at all) */
+        return false;
+    }
+    if (!agent_is_ours(fd)) {
+        opal_btl_usnic_verbose(1, "connectivity client: %s is not served by a process of our user: pairs stay "
+                                  "unchecked", cl.path);
+        close(fd);
+        cl.path_state = PATH_NONE;
         return false;
     }
     cl.fd = fd;
@@ -295,6 +362,8 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
                 opal_btl_usnic_verbose(5, "connectivity: no agent published for the peer interface of %s",
                                        pr->peer_host);
                 pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
+            } else if (!agent_path()) {
+                pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
             }
         }
     }
@@ -303,7 +372,7 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
     }
     for (;;) {
         opal_btl_usnic_cagent_service();
-        if (cl.fd < 0) {
+        if (cl.fd < 0 && PATH_FOUND == cl.path_state) {
             (void) try_connect();
         }
         if (cl.fd >= 0) {
@@ -366,4 +435,5 @@ void opal_btl_usnic_cclient_fini(void)
     cl.pairs = NULL;
     cl.npairs = cl.cpairs = 0;
     cl.nagents = 0;
+    cl.path_state = PATH_UNKNOWN;
 }

@@ -428,8 +428,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         btls[i] = &c->modules[i]->super;
     }
     (void) opal_btl_usnic_register_pvars();
-    if (c->connectivity_check && OPAL_SUCCESS != opal_btl_usnic_cagent_init()) {
-        opal_btl_usnic_verbose(1, "connectivity agent could not start: pairs stay unchecked");
+    /* the agent says why if it cannot start (show_help); pairs stay unchecked */
+    if (c->connectivity_check) {
+        (void) opal_btl_usnic_cagent_init();
     }
     modex_send(); /* after the agent: it publishes the probe ports */
     stats_timer_start();

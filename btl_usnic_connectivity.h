@@ -7,8 +7,14 @@
  * socket per local interface, bound to the interface's address; its port
  * is published in that module's modex entry (probe_port; 0 in every other
  * process).  Every process has a client (btl_usnic_cclient.c) that asks
- * its host's agent, over a SOCK_SEQPACKET Unix socket in the job session
- * directory, to check a (local interface, peer interface) pair.  The agent
+ * its host's agent, over a SOCK_SEQPACKET Unix socket, to check a (local
+ * interface, peer interface) pair.  The socket is in a directory only the
+ * job's user can enter: the job session directory if it is ours and mode
+ * 0700 and the path fits, else a fresh mkdtemp directory; local rank 0
+ * publishes the socket's path in the modex (local scope), never a name
+ * anyone could predict and take first.  The agent closes a client whose
+ * SO_PEERCRED uid is not its own, and a client talks only to an agent of
+ * its own uid.  The agent
  * sends a small probe and one of the path's MTU (the smaller of the two
  * modex MTUs) to the peer host's agent, which echoes each probe back
  * unchanged except for its type.  An echo of both sizes proves the path
@@ -185,7 +191,9 @@ typedef struct opal_btl_usnic_crep_t {
 
 /* Component init, after the modules exist and before the modex is sent:
  * in local rank 0 with the checker on, open the probe sockets (setting
- * each module's local_modex.probe_port) and the Unix listener. */
+ * each module's local_modex.probe_port) and the Unix listener, and
+ * publish the listener's path (local scope).  On failure it says why
+ * (show_help) and the job runs without the checker. */
 int opal_btl_usnic_cagent_init(void);
 bool opal_btl_usnic_cagent_running(void);
 /* One non-blocking pass over the agent's sockets and timers. */
@@ -194,10 +202,21 @@ void opal_btl_usnic_cagent_service(void);
 int opal_btl_usnic_cagent_fds(int *fds, int max);
 /* Microseconds until the agent's next resend or verdict is due (or |cap|) */
 uint64_t opal_btl_usnic_cagent_due_in(uint64_t cap);
-/* Ordered teardown: events, client connections, listener, probe sockets. */
+/* Ordered teardown: events, client connections, listener (its file and
+ * private directory), probe sockets. */
 void opal_btl_usnic_cagent_fini(void);
-/* The Unix socket address of this job's agent on this host */
-int opal_btl_usnic_cagent_address(struct sockaddr_un *sun, socklen_t *len);
+/* The path of this process's agent's Unix socket, NULL if none runs here */
+const char *opal_btl_usnic_cagent_path(void);
+/* The modex key (local scope) under which local rank 0 publishes that path */
+#define OPAL_BTL_USNIC_CAGENT_PATH_KEY "btl.usnic.cagent_path"
+/**
+ * Read |key| of rank |vpid| of our job from the modex into |data_p|
+ * (OPAL_MODEX_RECV_VALUE conventions) without waiting for a fence: from
+ * the local store, or, when the modex is not collected by the fence
+ * (async modex), by asking its owner.  A miss before the fence's data is
+ * here is a miss: the callers ask again later.
+ */
+int opal_btl_usnic_cmodex_get(uint32_t vpid, const char *key, void *data_p, int type);
 
 /* ----- the client (btl_usnic_cclient.c) ----- */
 

@@ -36,7 +36,8 @@
 typedef struct {
     const opal_btl_usnic_module_t *module;
     uint32_t peer_ipv4;
-    uint16_t peer_port;
+    uint16_t peer_port;   /* the peer host's agent on that interface */
+    uint32_t peer_vpid;   /* the rank that published it */
     uint32_t large;
     char peer_host[64];
     char peer_if[16];
@@ -57,10 +58,11 @@ static struct {
     struct {
         uint32_t ipv4;
         uint16_t port;
+        uint32_t vpid;
     } agents[CCLIENT_MAX_AGENTS];
     int nagents;
     uint32_t next_req;
-    uint64_t ok, failed, unchecked, wait_usec;
+    uint64_t ok, failed, refused, unchecked, wait_usec;
 } cl = {.fd = -1};
 
 bool opal_btl_usnic_cclient_enabled(void)
@@ -68,7 +70,7 @@ bool opal_btl_usnic_cclient_enabled(void)
     return mca_btl_usnic_component.connectivity_check;
 }
 
-void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n)
+void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n, uint32_t vpid)
 {
     for (size_t j = 0; j < n; ++j) {
         if (0 == remote[j].probe_port) {
@@ -86,18 +88,21 @@ void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, si
         if (k < CCLIENT_MAX_AGENTS) {
             cl.agents[k].ipv4 = remote[j].ipv4;
             cl.agents[k].port = remote[j].probe_port;
+            cl.agents[k].vpid = vpid;
         }
     }
 }
 
-static uint16_t agent_port(uint32_t ipv4)
+/* The agent published for the peer interface of |pr|, if any */
+static void find_agent(pair_t *pr)
 {
     for (int k = 0; k < cl.nagents; ++k) {
-        if (cl.agents[k].ipv4 == ipv4) {
-            return cl.agents[k].port;
+        if (cl.agents[k].ipv4 == pr->peer_ipv4) {
+            pr->peer_port = cl.agents[k].port;
+            pr->peer_vpid = cl.agents[k].vpid;
+            return;
         }
     }
-    return 0;
 }
 
 static pair_t *find_pair(const opal_btl_usnic_module_t *module, uint32_t peer_ipv4)
@@ -129,7 +134,8 @@ void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *pr
     memset(pr, 0, sizeof(*pr));
     pr->module = module;
     pr->peer_ipv4 = remote->ipv4;
-    pr->peer_port = remote->probe_port;
+    pr->peer_port = remote->probe_port; /* non-zero if that peer is its host's agent */
+    pr->peer_vpid = proc->proc_name.vpid;
     pr->large = opal_btl_usnic_cprobe_large_size(module->local_modex.mtu, remote->mtu);
     snprintf(pr->peer_host, sizeof(pr->peer_host), "%s", opal_get_proc_hostname(proc));
     snprintf(pr->peer_if, sizeof(pr->peer_if), "%.15s", '\0' != remote->if_name[0] ? remote->if_name : "?");
@@ -249,6 +255,9 @@ static void read_replies(void)
             if (pr->sent && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && pr->req_id == rep.req_id) {
                 pr->rep = rep;
                 pr->verdict = rep.verdict;
+                if (0 != rep.large_size) {
+                    pr->large = rep.large_size; /* the agent's, from the same modex MTUs */
+                }
             }
         }
     }
@@ -266,7 +275,7 @@ static void send_requests(const opal_btl_usnic_module_t *module)
                                      .local_ipv4 = module->ipv4,
                                      .peer_ipv4 = pr->peer_ipv4,
                                      .peer_port = pr->peer_port,
-                                     .large_size = pr->large};
+                                     .peer_vpid = pr->peer_vpid};
         if (send(cl.fd, &req, sizeof(req), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(req)) {
             if (EAGAIN != errno && EWOULDBLOCK != errno) {
                 disconnect();
@@ -356,7 +365,7 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
         if (pr->module == module && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && !pr->sent) {
             first = (i < first) ? i : first;
             if (0 == pr->peer_port) {
-                pr->peer_port = agent_port(pr->peer_ipv4);
+                find_agent(pr);
             }
             if (0 == pr->peer_port) {
                 opal_btl_usnic_verbose(5, "connectivity: no agent published for the peer interface of %s",
@@ -401,6 +410,11 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
             ++cl.ok;
         } else if (OPAL_BTL_USNIC_CV_UNCHECKED == pr->verdict) {
             ++cl.unchecked;
+        } else if (OPAL_BTL_USNIC_CV_REFUSED == pr->verdict) {
+            /* cannot happen to us: we ask only for published agents */
+            ++cl.refused;
+            opal_btl_usnic_verbose(1, "connectivity: the agent refused to probe %s's agent (not published in the "
+                                      "modex): %s does not talk to it", pr->peer_host, module->if_name);
         } else {
             ++cl.failed;
             if (pr->rep.report) {
@@ -424,11 +438,11 @@ void opal_btl_usnic_cclient_fini(void)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     if (cl.npairs > 0 && (c->stats > 0 || c->verbose >= 5)) {
-        opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu unchecked=%llu "
-                    "wait_usec=%llu",
+        opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu refused=%llu "
+                    "unchecked=%llu wait_usec=%llu",
                     opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, cl.npairs,
-                    (unsigned long long) cl.ok, (unsigned long long) cl.failed, (unsigned long long) cl.unchecked,
-                    (unsigned long long) cl.wait_usec);
+                    (unsigned long long) cl.ok, (unsigned long long) cl.failed, (unsigned long long) cl.refused,
+                    (unsigned long long) cl.unchecked, (unsigned long long) cl.wait_usec);
     }
     disconnect();
     free(cl.pairs);

@@ -315,6 +315,7 @@ static bool make_private_dir(void)
             return true;
         }
         err = errno;
+        snprintf(agent.path, sizeof(agent.path), "%s/usnic-cagent-XXXXXX", bases[i]); /* for the message */
     }
     agent.dir[0] = '\0';
     errno = err;

@@ -376,10 +376,10 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
             }
         }
     }
-    if (0 == pending(module)) {
-        return OPAL_SUCCESS;
+    if (first == cl.npairs) {
+        return OPAL_SUCCESS; /* nothing new for this module */
     }
-    for (;;) {
+    for (;;) { /* at once out if nothing waits (no agent here, none published for the peers) */
         opal_btl_usnic_cagent_service();
         if (cl.fd < 0 && PATH_FOUND == cl.path_state) {
             (void) try_connect();

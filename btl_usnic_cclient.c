@@ -165,7 +165,8 @@ static bool local_leader(uint32_t *vpid_p)
         return false;
     }
     bool found = false;
-    for (char *tok = strtok(peers, ","); NULL != tok && !found; tok = strtok(NULL, ",")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(peers, ",", &save); NULL != tok && !found; tok = strtok_r(NULL, ",", &save)) {
         uint32_t vpid = (uint32_t) strtoul(tok, NULL, 10);
         uint16_t lrank = UINT16_MAX, *p = &lrank;
         if (OPAL_SUCCESS == opal_btl_usnic_cmodex_get(vpid, OPAL_PMIX_LOCAL_RANK, &p, OPAL_UINT16) && 0 == lrank) {

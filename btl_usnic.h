@@ -180,7 +180,6 @@ typedef struct opal_btl_usnic_component_t {
 
     bool params_valid;
     int output;                 /* opal_output stream */
-    uint32_t cookie;            /* per-job cookie */
     int num_modules;
     opal_btl_usnic_module_t **modules;
     opal_recursive_mutex_t lock;

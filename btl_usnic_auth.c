@@ -43,6 +43,13 @@
  * Sequence numbers already make data idempotent; the window also keeps a
  * recorded ACK or a copy of any datagram from being taken twice.
  *
+ * Connectivity probes.  The agents of a job share one key, derived
+ * (BLAKE2b, its own label) from rank 0's random agent key, which every
+ * process of the job reads from rank 0's modex.  Their probes are tagged
+ * by keyed BLAKE2b-128: an agent echoes without keeping state, so there
+ * is no nonce to give an AEAD; the probe's random check id makes each
+ * check's datagrams distinct.
+ *
  * What each protection mode (btl_usnic_protection) stops is in README.txt.
  */
 #include "btl_usnic_auth.h"
@@ -85,6 +92,28 @@ void opal_btl_usnic_derive_key(const uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES],
     memcpy(msg, label, sizeof(label));
     memcpy(msg + sizeof(label), sender_id, OPAL_BTL_USNIC_ID_BYTES);
     crypto_generichash(out, OPAL_BTL_USNIC_KEY_BYTES, msg, sizeof(msg), recv_key, OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+void opal_btl_usnic_derive_agent_key(const uint8_t job_key[OPAL_BTL_USNIC_KEY_BYTES],
+                                     uint8_t out[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const char label[] = "usnic-btl cagent v2";
+    crypto_generichash(out, OPAL_BTL_USNIC_KEY_BYTES, (const uint8_t *) label, sizeof(label) - 1, job_key,
+                       OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+void opal_btl_usnic_agent_tag(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], const uint8_t *data, size_t len,
+                              uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    crypto_generichash(tag, OPAL_BTL_USNIC_TAG_BYTES, data, len, key, OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+bool opal_btl_usnic_agent_tag_check(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], const uint8_t *data, size_t len,
+                                    const uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t want[OPAL_BTL_USNIC_TAG_BYTES];
+    opal_btl_usnic_agent_tag(key, data, len, want);
+    return 0 == sodium_memcmp(want, tag, OPAL_BTL_USNIC_TAG_BYTES);
 }
 
 unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)

@@ -55,6 +55,29 @@ void opal_btl_usnic_derive_key(const uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES],
                                const uint8_t sender_id[OPAL_BTL_USNIC_ID_BYTES],
                                uint8_t out[OPAL_BTL_USNIC_KEY_BYTES]);
 
+/* ----- the connectivity agents' probes (btl_usnic_connectivity.h) ----- */
+
+/**
+ * The key of every probe and echo of a job: BLAKE2b-256 keyed with the
+ * job's agent key (rank 0's modex agent_key) over the label "usnic-btl
+ * cagent v2", so that it never equals a datagram key (other label, other
+ * input).
+ */
+void opal_btl_usnic_derive_agent_key(const uint8_t job_key[OPAL_BTL_USNIC_KEY_BYTES],
+                                     uint8_t out[OPAL_BTL_USNIC_KEY_BYTES]);
+
+/**
+ * The tag of the |len| bytes at |data| under |key|: keyed BLAKE2b with a
+ * 128-bit output.  No nonce: an agent echoes statelessly, and a probe
+ * carries a random check id that makes every check's datagrams distinct.
+ */
+void opal_btl_usnic_agent_tag(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], const uint8_t *data, size_t len,
+                              uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES]);
+
+/* Is |tag| the tag of |data| under |key|?  (constant time) */
+bool opal_btl_usnic_agent_tag_check(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], const uint8_t *data, size_t len,
+                                    const uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES]);
+
 /* The first algorithm both |mine| and |theirs| (OPAL_BTL_USNIC_MAC_* bits)
  * can run, 0 if none */
 unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs);

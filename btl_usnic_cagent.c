@@ -1,13 +1,19 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Connectivity agent: one per host (local rank 0), see
- * btl_usnic_connectivity.h.  It owns one UDP probe socket per module
- * (bound to the module's address) and a SOCK_SEQPACKET listener for the
- * clients of this host.  Everything it does happens in
- * opal_btl_usnic_cagent_service(), a non-blocking pass called from libevent
- * events on opal_sync_event_base (socket readable, resend timer) and from
- * the waiting loop of this process's own client.
+ * Connectivity agent: one per host (local rank 0); what it trusts and
+ * refuses is in btl_usnic_connectivity.h.  It owns one UDP probe socket
+ * per module (bound to the module's address) and a SOCK_SEQPACKET
+ * listener for the clients of this host, in a directory only the job's
+ * user can enter.  Everything it does happens in
+ * opal_btl_usnic_cagent_service(), a non-blocking pass of bounded work
+ * called from libevent events on opal_sync_event_base (socket readable,
+ * resend timer) and from the waiting loop of this process's own client.
+ *
+ * The job's agent key and the agent addresses of other hosts come from
+ * the modex when first needed, not at init: a probe can arrive before
+ * this process's add_procs, and with lazy add_procs this process may
+ * never add the prober's rank at all.
  */
 #include "opal_config.h"
 
@@ -24,6 +30,8 @@
 #include <unistd.h>
 
 #include "opal/mca/event/event.h"
+#include "opal/mca/pmix/pmix.h"
+#include "opal/util/opal_environ.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -32,11 +40,41 @@
 
 #define CAGENT_MAX_SOCKS 64
 #define CAGENT_MAX_CONNS 256
+/* Work of one service call at most; the rest waits for the next call
+ * (the descriptors stay readable, so libevent calls again) */
+#define CAGENT_DGRAMS_PER_CALL 64
+#define CAGENT_REQUESTS_PER_CALL 64
+#define CAGENT_ACCEPTS_PER_CALL 16
+#define CAGENT_SOCK_NAME "usnic-cagent.sock"
+
+/* What the agent counts: X(name), printed as name=N in its statistics
+ * line; every datagram or client it turns away has a drop_ or refused_
+ * counter that says why. */
+#define CAGENT_COUNTERS(X)                                                                               \
+    X(probes_sent)            /* probes this agent sent */                                               \
+    X(echoes_received)        /* echoes that counted for a live check */                                 \
+    X(probes_answered)        /* echoes this agent sent */                                               \
+    X(echo_redirected)        /* of those, for probes whose source was not the address their sender      \
+                                 published: the echo went to the published address */                   \
+    X(drop_malformed)         /* not a probe or echo of this version (garbage, version 1) */             \
+    X(drop_no_key)            /* well formed, but rank 0's agent key is not known */                     \
+    X(drop_unauthentic)       /* a tag not made with the job's agent key */                              \
+    X(drop_not_for_us)        /* an authentic probe addressed to another agent */                        \
+    X(drop_unknown_source)    /* an authentic probe whose sender address no rank published */            \
+    X(drop_rate_limited)      /* a probe whose echo its destination's budget had no room for */          \
+    X(drop_stale_echo)        /* an authentic echo for no live check of ours */                          \
+    X(drop_echo_wrong_source) /* an authentic echo not from the address probed */                        \
+    X(refused_client_uid)     /* a Unix client of another user */                                        \
+    X(refused_conns_full)     /* a client beyond CAGENT_MAX_CONNS */                                     \
+    X(refused_target)         /* a request to probe an address no rank published */                      \
+    X(refused_table_full)     /* a request beyond the check table or a check's waiters */                \
+    X(unchecked_no_key)       /* a check given up: rank 0's agent key did not come */
 
 typedef struct {
     int fd;
-    uint32_t ipv4;
-    uint16_t port;
+    uint32_t ipv4;   /* network order */
+    uint16_t port;   /* host order */
+    uint32_t mtu;    /* the module's modex MTU */
     opal_event_t ev;
     bool ev_on;
 } probe_sock_t;
@@ -48,46 +86,33 @@ typedef struct {
 } conn_t;
 
 typedef struct {
-    int conn;
-    uint32_t req_id;
-} waiter_t;
-
-typedef struct {
-    uint32_t id;
-    uint32_t local_ipv4, peer_ipv4;
-    uint16_t peer_port;
-    uint32_t large;
-    int sock;
-    int rounds;            /* probe rounds sent */
-    uint64_t t_first, next_due;
-    bool small_ok, large_ok;
-    int verdict;           /* OPAL_BTL_USNIC_CV_* */
-    bool reported;
-    uint32_t probes;
-    uint32_t elapsed_usec;
-    waiter_t *waiters;
-    int nwaiters, cwaiters;
-} check_t;
+#define CAGENT_FIELD(name) uint64_t name;
+    CAGENT_COUNTERS(CAGENT_FIELD)
+#undef CAGENT_FIELD
+} counters_t;
 
 static struct {
     bool running;
     int listen_fd;
     opal_event_t listen_ev;
     bool listen_ev_on;
-    struct sockaddr_un addr;
-    socklen_t addr_len;
-    bool addr_is_file;
+    char path[sizeof(((struct sockaddr_un *) 0)->sun_path)]; /* the listener's */
+    char dir[sizeof(((struct sockaddr_un *) 0)->sun_path)];  /* our mkdtemp directory, "" if none */
     probe_sock_t socks[CAGENT_MAX_SOCKS];
     int nsocks;
     conn_t conns[CAGENT_MAX_CONNS];
-    check_t *checks;
-    int nchecks, cchecks;
-    uint32_t next_id;
+    int next_sock, next_conn; /* where the next service call starts reading */
+    opal_btl_usnic_ctable_t checks;
+    opal_btl_usnic_cpeers_t peers;
+    uint32_t job_size;
+    char *modex_key;                       /* our component's modex key */
+    bool key_ready, key_missing_said;
+    uint64_t key_next_try;
+    uint8_t key[OPAL_BTL_USNIC_KEY_BYTES]; /* probes' key, from rank 0's agent key */
     opal_event_t timer;
     bool timer_on;
     uint8_t buf[OPAL_BTL_USNIC_CPROBE_MAX + 64];
-    /* counters for the summary line */
-    uint64_t probes_sent, echoes_received, probes_answered, invalid;
+    counters_t cnt;
     uint64_t checks_ok, checks_failed;
     uint32_t max_check_usec;
 } agent = {.listen_fd = -1};
@@ -115,27 +140,121 @@ static void ip_str(uint32_t ipv4, char *out, size_t len)
     inet_ntop(AF_INET, &a, out, (socklen_t) len);
 }
 
-int opal_btl_usnic_cagent_address(struct sockaddr_un *sun, socklen_t *len)
+static void watch(opal_event_t *ev, bool *on, int fd)
 {
-    const char *dir = opal_process_info.job_session_dir;
-    memset(sun, 0, sizeof(*sun));
-    sun->sun_family = AF_UNIX;
-    struct stat st;
-    if (NULL != dir && strlen(dir) + 24 < sizeof(sun->sun_path) && 0 == stat(dir, &st) && S_ISDIR(st.st_mode)) {
-        snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/usnic-cagent.sock", dir);
-        *len = (socklen_t) sizeof(*sun);
-        return 1;
-    }
-    /* No usable session directory: an abstract name (scoped to the
-     * network namespace, i.e. the host), unique per job */
-    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "usnic-cagent-%08x-%s",
-                     mca_btl_usnic_component.cookie, opal_process_info.nodename);
-    if (n < 0 || (size_t) n >= sizeof(sun->sun_path) - 1) {
-        n = (int) sizeof(sun->sun_path) - 2;
-    }
-    *len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + 1 + (size_t) n);
-    return 0;
+    opal_event_set(opal_sync_event_base, ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, service_cb, NULL);
+    opal_event_add(ev, NULL);
+    *on = true;
 }
+
+static void unwatch(opal_event_t *ev, bool *on)
+{
+    if (*on) {
+        opal_event_del(ev);
+        *on = false;
+    }
+}
+
+/* ----- what the modex says ----- */
+
+static void modex_free(opal_btl_usnic_modex_t *m, size_t n)
+{
+    if (NULL != m) {
+        sodium_memzero(m, n * sizeof(*m)); /* keys */
+        free(m);
+    }
+}
+
+int opal_btl_usnic_cmodex_get(uint32_t vpid, const char *key, void *data_p, int type)
+{
+    opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &name, (void **) data_p, type);
+    if (OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data)) {
+        OPAL_MODEX_RECV_VALUE(rc, key, &name, (void **) data_p, type);
+    }
+    return rc;
+}
+
+/* The usnic modex entries of rank |vpid| of our job, NULL if none (yet) */
+static opal_btl_usnic_modex_t *modex_of(uint32_t vpid, size_t *n_p)
+{
+    if (vpid >= agent.job_size || vpid >= OPAL_VPID_MAX || NULL == agent.modex_key) {
+        return NULL; /* no such rank: nothing to ask PMIx */
+    }
+    opal_byte_object_t *bo = NULL;
+    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(vpid, agent.modex_key, &bo, OPAL_BYTE_OBJECT) || NULL == bo) {
+        return NULL;
+    }
+    opal_btl_usnic_modex_t *m = (opal_btl_usnic_modex_t *) bo->bytes;
+    size_t size = (size_t) bo->size;
+    free(bo);
+    if (NULL == m || 0 == size || 0 != size % sizeof(*m) || OPAL_BTL_USNIC_PROTO_VERSION != m->proto_version) {
+        if (NULL != m) {
+            sodium_memzero(m, size);
+        }
+        free(m);
+        return NULL;
+    }
+    *n_p = size / sizeof(*m);
+    return m;
+}
+
+static uint32_t job_size(void)
+{
+    opal_process_name_t wild = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = OPAL_VPID_WILDCARD};
+    uint32_t size = 0, *p = &size;
+    int rc;
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &wild, &p, OPAL_UINT32);
+    return (OPAL_SUCCESS == rc && size > 0) ? size : UINT32_MAX;
+}
+
+/* The probes' key from rank 0's agent key, read when first needed.  Not
+ * there yet (a datagram before this process has the fence's data):
+ * asked again at most every KEY_RETRY_USEC; the sender resends. */
+#define KEY_RETRY_USEC 10000u
+static bool have_key(uint64_t now)
+{
+    if (agent.key_ready || now < agent.key_next_try) {
+        return agent.key_ready;
+    }
+    size_t n = 0;
+    opal_btl_usnic_modex_t *m = modex_of(0, &n);
+    if (NULL != m) {
+        opal_btl_usnic_derive_agent_key(m[0].agent_key, agent.key);
+        agent.key_ready = true;
+        modex_free(m, n);
+    } else {
+        agent.key_next_try = now + KEY_RETRY_USEC;
+        if (!agent.key_missing_said) {
+            agent.key_missing_said = true;
+            opal_btl_usnic_verbose(5, "connectivity agent: rank 0's agent key is not (yet) in the modex");
+        }
+    }
+    return agent.key_ready;
+}
+
+/* The agent address |ipv4|:|port| if a rank published it: remembered, or
+ * looked up in the modex of rank |vpid| (the sender's or client's word
+ * for who published it), whose agent addresses are then remembered */
+static opal_btl_usnic_cpeer_t *published_agent(uint32_t vpid, uint32_t ipv4, uint16_t port)
+{
+    opal_btl_usnic_cpeer_t *p = opal_btl_usnic_cpeers_find(&agent.peers, ipv4, port);
+    if (NULL != p || 0 == port) {
+        return p;
+    }
+    size_t n = 0;
+    opal_btl_usnic_modex_t *m = modex_of(vpid, &n);
+    for (size_t j = 0; NULL != m && j < n; ++j) {
+        if (0 != m[j].probe_port) {
+            (void) opal_btl_usnic_cpeers_add(&agent.peers, m[j].ipv4, m[j].probe_port, vpid, m[j].mtu);
+        }
+    }
+    modex_free(m, n);
+    return opal_btl_usnic_cpeers_find(&agent.peers, ipv4, port);
+}
+
+/* ----- sockets ----- */
 
 static int open_probe_socket(opal_btl_usnic_module_t *module, probe_sock_t *ps)
 {
@@ -161,34 +280,126 @@ static int open_probe_socket(opal_btl_usnic_module_t *module, probe_sock_t *ps)
     ps->fd = fd;
     ps->ipv4 = module->ipv4;
     ps->port = ntohs(sin.sin_port);
-    opal_event_set(opal_sync_event_base, &ps->ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, service_cb, NULL);
-    opal_event_add(&ps->ev, NULL);
-    ps->ev_on = true;
+    ps->mtu = module->local_modex.mtu;
+    watch(&ps->ev, &ps->ev_on, fd);
     return OPAL_SUCCESS;
+}
+
+/* A directory nobody but us can enter: ours, not a symbolic link, and
+ * no permission at all for group or others */
+static bool is_private_dir(const char *dir)
+{
+    struct stat st;
+    return 0 == lstat(dir, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && 0 == (st.st_mode & 077);
+}
+
+static bool path_in(const char *dir)
+{
+    int n = snprintf(agent.path, sizeof(agent.path), "%s/%s", dir, CAGENT_SOCK_NAME);
+    return n > 0 && (size_t) n < sizeof(agent.path);
+}
+
+/* A fresh directory of ours (mkdtemp: a random name, mode 0700) under
+ * the temporary directory, or /tmp when that one fails or its path is
+ * too long */
+static bool make_private_dir(void)
+{
+    const char *bases[] = {opal_tmp_directory(), "/tmp"};
+    int err = ENAMETOOLONG;
+    for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); ++i) {
+        int n = snprintf(agent.dir, sizeof(agent.dir), "%s/usnic-cagent-XXXXXX", bases[i]);
+        if (n <= 0 || (size_t) n + 1 + strlen(CAGENT_SOCK_NAME) >= sizeof(agent.path)) {
+            continue;
+        }
+        if (NULL != mkdtemp(agent.dir) && path_in(agent.dir)) {
+            return true;
+        }
+        err = errno;
+        snprintf(agent.path, sizeof(agent.path), "%s/usnic-cagent-XXXXXX", bases[i]); /* for the message */
+    }
+    agent.dir[0] = '\0';
+    errno = err;
+    return false;
+}
+
+/* Where the listener goes: the job session directory if it is private
+ * and the path fits, else a private directory of our own */
+static bool choose_path(void)
+{
+    const char *dir = opal_process_info.job_session_dir;
+    if (NULL != dir && is_private_dir(dir) && path_in(dir)) {
+        return true;
+    }
+    if (!make_private_dir()) {
+        return false;
+    }
+    /* ORTE removes it if we die before fini does */
+    if (NULL != opal_pmix.register_cleanup &&
+        OPAL_SUCCESS != opal_pmix.register_cleanup(agent.dir, true, false, false)) {
+        opal_btl_usnic_verbose(5, "connectivity agent: %s is not registered for cleanup", agent.dir);
+    }
+    return true;
+}
+
+static void listener_failed(const char *what, int err)
+{
+    opal_btl_usnic_show_help(true, "connectivity agent failed", opal_process_info.nodename, what,
+                             '\0' != agent.path[0] ? agent.path : "(none)", strerror(err));
 }
 
 static int open_listener(void)
 {
-    agent.addr_is_file = (1 == opal_btl_usnic_cagent_address(&agent.addr, &agent.addr_len));
+    agent.path[0] = agent.dir[0] = '\0';
+    if (!choose_path()) {
+        listener_failed("mkdtemp (no private directory for the socket)", errno);
+        return OPAL_ERROR;
+    }
     int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     if (fd < 0) {
+        listener_failed("socket", errno);
         return OPAL_ERROR;
     }
     set_nonblock_cloexec(fd);
-    if (agent.addr_is_file) {
-        (void) unlink(agent.addr.sun_path); /* a stale one of an earlier job with our id */
-    }
-    if (0 != bind(fd, (struct sockaddr *) &agent.addr, agent.addr_len) || 0 != listen(fd, 128)) {
-        opal_btl_usnic_verbose(1, "connectivity agent: cannot listen on %s: %s",
-                               agent.addr_is_file ? agent.addr.sun_path : "(abstract socket)", strerror(errno));
+    struct sockaddr_un sun;
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, agent.path, strlen(agent.path) + 1);
+    (void) unlink(agent.path); /* our own directory: only a stale socket of ours can be there */
+    if (0 != bind(fd, (struct sockaddr *) &sun, sizeof(sun)) || 0 != listen(fd, 128)) {
+        int err = errno;
         close(fd);
+        listener_failed("bind/listen", err);
         return OPAL_ERROR;
     }
+    (void) chmod(agent.path, 0600);
     agent.listen_fd = fd;
-    opal_event_set(opal_sync_event_base, &agent.listen_ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, service_cb, NULL);
-    opal_event_add(&agent.listen_ev, NULL);
-    agent.listen_ev_on = true;
+    watch(&agent.listen_ev, &agent.listen_ev_on, fd);
     return OPAL_SUCCESS;
+}
+
+/* Tell the local processes where the listener is (only they can read it) */
+static int publish_path(void)
+{
+    int rc;
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_LOCAL, OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path, OPAL_STRING);
+    if (OPAL_SUCCESS != rc) {
+        listener_failed("publishing the socket's path in the modex", EIO);
+    }
+    return rc;
+}
+
+static void say_started(void)
+{
+    char socks[CAGENT_MAX_SOCKS * 24] = "", ip[INET_ADDRSTRLEN];
+    size_t at = 0;
+    for (int i = 0; i < agent.nsocks && at < sizeof(socks); ++i) {
+        ip_str(agent.socks[i].ipv4, ip, sizeof(ip));
+        int n = snprintf(socks + at, sizeof(socks) - at, "%s%s:%u", i ? " " : "", ip, (unsigned) agent.socks[i].port);
+        at += (n > 0) ? (size_t) n : 0;
+    }
+    opal_btl_usnic_verbose(5, "connectivity agent on %s: probe sockets %s, listening on %s%s",
+                           opal_process_info.nodename, socks, agent.path,
+                           '\0' != agent.dir[0] ? " (private directory)" : "");
 }
 
 int opal_btl_usnic_cagent_init(void)
@@ -197,28 +408,33 @@ int opal_btl_usnic_cagent_init(void)
     if (!c->connectivity_check || 0 != opal_process_info.my_local_rank || agent.running) {
         return OPAL_SUCCESS;
     }
+    memset(&agent.cnt, 0, sizeof(agent.cnt));
+    agent.key_ready = agent.key_missing_said = false;
+    agent.key_next_try = 0;
     for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
         agent.conns[i].fd = -1;
     }
     agent.nsocks = 0;
-    for (int i = 0; i < c->num_modules && agent.nsocks < CAGENT_MAX_SOCKS; ++i) {
+    agent.running = true; /* from here, fini closes what was opened */
+    agent.modex_key = mca_base_component_to_string(&c->super.btl_version);
+    bool ok = NULL != agent.modex_key && opal_btl_usnic_ctable_init(&agent.checks);
+    for (int i = 0; ok && i < c->num_modules && agent.nsocks < CAGENT_MAX_SOCKS; ++i) {
         if (OPAL_SUCCESS == open_probe_socket(c->modules[i], &agent.socks[agent.nsocks])) {
             c->modules[i]->local_modex.probe_port = agent.socks[agent.nsocks].port;
             ++agent.nsocks;
         }
     }
-    if (0 == agent.nsocks || OPAL_SUCCESS != open_listener()) {
-        agent.running = true; /* so that fini closes what was opened */
+    ok = ok && agent.nsocks > 0 && OPAL_SUCCESS == open_listener() && OPAL_SUCCESS == publish_path();
+    if (!ok) {
         opal_btl_usnic_cagent_fini();
         for (int i = 0; i < c->num_modules; ++i) {
             c->modules[i]->local_modex.probe_port = 0;
         }
         return OPAL_ERROR;
     }
+    agent.job_size = job_size();
     opal_event_evtimer_set(opal_sync_event_base, &agent.timer, service_cb, NULL);
-    agent.running = true;
-    opal_btl_usnic_verbose(5, "connectivity agent on %s: %d probe sockets, listening on %s", opal_process_info.nodename,
-                           agent.nsocks, agent.addr_is_file ? agent.addr.sun_path : "(abstract socket)");
+    say_started();
     return OPAL_SUCCESS;
 }
 
@@ -227,81 +443,107 @@ bool opal_btl_usnic_cagent_running(void)
     return agent.running;
 }
 
+const char *opal_btl_usnic_cagent_path(void)
+{
+    return (agent.running && agent.listen_fd >= 0) ? agent.path : NULL;
+}
+
 /* ----- clients ----- */
 
 static void conn_close(int i)
 {
     conn_t *cn = &agent.conns[i];
-    if (cn->ev_on) {
-        opal_event_del(&cn->ev);
-        cn->ev_on = false;
-    }
+    unwatch(&cn->ev, &cn->ev_on);
     if (cn->fd >= 0) {
         close(cn->fd);
         cn->fd = -1;
     }
-    for (int k = 0; k < agent.nchecks; ++k) { /* nobody to tell any more */
-        check_t *ck = &agent.checks[k];
-        int w = 0;
-        for (int j = 0; j < ck->nwaiters; ++j) {
-            if (ck->waiters[j].conn != i) {
-                ck->waiters[w++] = ck->waiters[j];
-            }
-        }
-        ck->nwaiters = w;
-    }
+    opal_btl_usnic_ctable_forget_conn(&agent.checks, i); /* nobody to tell any more */
 }
 
-static void accept_all(void)
+/* Is the process at the other end of Unix socket |fd| of our user? */
+static bool client_is_ours(int fd)
 {
-    for (;;) {
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return 0 == getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && len == sizeof(cr) && cr.uid == geteuid();
+}
+
+static int free_conn_slot(void)
+{
+    for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
+        if (agent.conns[i].fd < 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void accept_some(void)
+{
+    for (int k = 0; k < CAGENT_ACCEPTS_PER_CALL; ++k) {
         int fd = accept(agent.listen_fd, NULL, NULL);
         if (fd < 0) {
             return;
         }
         int slot = -1;
-        for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
-            if (agent.conns[i].fd < 0) {
-                slot = i;
-                break;
-            }
+        if (!client_is_ours(fd)) {
+            ++agent.cnt.refused_client_uid;
+        } else if ((slot = free_conn_slot()) < 0) {
+            ++agent.cnt.refused_conns_full; /* that client's checks end up unchecked */
         }
         if (slot < 0) {
-            close(fd); /* that client's checks end up unchecked */
+            close(fd);
             continue;
         }
         set_nonblock_cloexec(fd);
-        conn_t *cn = &agent.conns[slot];
-        cn->fd = fd;
-        opal_event_set(opal_sync_event_base, &cn->ev, fd, OPAL_EV_READ | OPAL_EV_PERSIST, service_cb, NULL);
-        opal_event_add(&cn->ev, NULL);
-        cn->ev_on = true;
+        agent.conns[slot].fd = fd;
+        watch(&agent.conns[slot].ev, &agent.conns[slot].ev_on, fd);
     }
 }
 
-static void reply(int conn, uint32_t req_id, check_t *ck)
+static void send_reply(int conn, opal_btl_usnic_crep_t *rep, opal_btl_usnic_ccheck_t *ck)
 {
-    opal_btl_usnic_crep_t rep = {.req_id = req_id, .verdict = OPAL_BTL_USNIC_CV_UNCHECKED};
-    if (NULL != ck) {
-        rep.verdict = ck->verdict;
-        rep.large_size = ck->large;
-        rep.probes_sent = ck->probes;
-        rep.elapsed_usec = ck->elapsed_usec;
-        if (!opal_btl_usnic_cverdict_usable(ck->verdict) && !ck->reported) {
-            rep.report = 1;
-            ck->reported = true;
-        }
-    }
     if (conn >= 0 && agent.conns[conn].fd >= 0 &&
-        send(agent.conns[conn].fd, &rep, sizeof(rep), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(rep)) {
-        if (NULL != ck) {
+        send(agent.conns[conn].fd, rep, sizeof(*rep), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(*rep)) {
+        if (NULL != ck && rep->report) {
             ck->reported = false; /* that one did not hear it */
         }
         opal_btl_usnic_verbose(1, "connectivity agent: cannot answer a client: %s", strerror(errno));
     }
 }
 
-static void send_round(check_t *ck, uint64_t now)
+/* A verdict of probes that were lost (not one of a check never made) */
+static bool is_path_failure(int verdict)
+{
+    return OPAL_BTL_USNIC_CV_LARGE_FAILED == verdict || OPAL_BTL_USNIC_CV_SMALL_FAILED == verdict ||
+           OPAL_BTL_USNIC_CV_ALL_FAILED == verdict;
+}
+
+/* A verdict without a check (UNCHECKED) */
+static void reply_verdict(int conn, uint32_t req_id, int verdict)
+{
+    opal_btl_usnic_crep_t rep = {.req_id = req_id, .verdict = verdict};
+    send_reply(conn, &rep, NULL);
+}
+
+static void reply_check(int conn, uint32_t req_id, opal_btl_usnic_ccheck_t *ck)
+{
+    opal_btl_usnic_crep_t rep = {.req_id = req_id,
+                                 .verdict = ck->verdict,
+                                 .large_size = ck->large,
+                                 .probes_sent = ck->probes,
+                                 .elapsed_usec = ck->elapsed_usec};
+    if (is_path_failure(ck->verdict) && !ck->reported) {
+        rep.report = 1;
+        ck->reported = true;
+    }
+    send_reply(conn, &rep, ck);
+}
+
+/* ----- checks ----- */
+
+static void send_round(opal_btl_usnic_ccheck_t *ck, uint64_t now)
 {
     struct sockaddr_in to;
     memset(&to, 0, sizeof(to));
@@ -315,33 +557,36 @@ static void send_round(check_t *ck, uint64_t now)
             continue;
         }
         opal_btl_usnic_cprobe_t p = {.type = OPAL_BTL_USNIC_CPROBE_PROBE,
-                                     .cookie = mca_btl_usnic_component.cookie,
                                      .check_id = ck->id,
                                      .size = sizes[s],
-                                     .attempt = (uint32_t) ck->rounds};
-        size_t len = opal_btl_usnic_cprobe_pack(agent.buf, sizeof(agent.buf), &p);
+                                     .attempt = (uint32_t) ck->rounds,
+                                     .from_vpid = OPAL_PROC_MY_NAME.vpid,
+                                     .from_ipv4 = ck->local_ipv4,
+                                     .to_ipv4 = ck->peer_ipv4,
+                                     .from_port = ck->local_port,
+                                     .to_port = ck->peer_port};
+        size_t len = opal_btl_usnic_cprobe_pack(agent.buf, sizeof(agent.buf), agent.key, &p);
         if (len > 0) {
             /* a failed send (EMSGSIZE: smaller route MTU) is a lost probe */
             (void) sendto(agent.socks[ck->sock].fd, agent.buf, len, MSG_DONTWAIT, (struct sockaddr *) &to,
                           sizeof(to));
             ++ck->probes;
-            ++agent.probes_sent;
+            ++agent.cnt.probes_sent;
         }
     }
     ++ck->rounds;
     ck->next_due = now + (uint64_t) mca_btl_usnic_component.connectivity_timeout * 1000u;
 }
 
-static void check_finish(check_t *ck, int verdict, uint64_t now)
+static void check_finish(opal_btl_usnic_ccheck_t *ck, int verdict, uint64_t now)
 {
-    ck->verdict = verdict;
-    ck->elapsed_usec = (uint32_t) (now - ck->t_first);
+    opal_btl_usnic_ccheck_finish(ck, verdict, now);
     if (ck->elapsed_usec > agent.max_check_usec) {
         agent.max_check_usec = ck->elapsed_usec;
     }
     if (OPAL_BTL_USNIC_CV_OK == verdict) {
         ++agent.checks_ok;
-    } else {
+    } else if (is_path_failure(verdict)) {
         ++agent.checks_failed;
     }
     char lip[INET_ADDRSTRLEN], pip[INET_ADDRSTRLEN];
@@ -350,81 +595,86 @@ static void check_finish(check_t *ck, int verdict, uint64_t now)
     opal_btl_usnic_verbose(5, "connectivity agent: %s -> %s:%u (%u bytes): verdict %d after %u us, %u probes", lip,
                            pip, (unsigned) ck->peer_port, ck->large, verdict, ck->elapsed_usec, ck->probes);
     for (int j = 0; j < ck->nwaiters; ++j) {
-        reply(ck->waiters[j].conn, ck->waiters[j].req_id, ck);
+        reply_check(ck->waiters[j].conn, ck->waiters[j].req_id, ck);
     }
     ck->nwaiters = 0;
 }
 
-static void handle_request(int conn, const opal_btl_usnic_creq_t *req, uint64_t now)
+static int sock_of(uint32_t ipv4)
 {
-    int sock = -1;
     for (int i = 0; i < agent.nsocks; ++i) {
-        if (agent.socks[i].ipv4 == req->local_ipv4) {
-            sock = i;
+        if (agent.socks[i].ipv4 == ipv4) {
+            return i;
         }
     }
-    if (sock < 0 || 0 == req->peer_port) {
-        reply(conn, req->req_id, NULL);
-        return;
-    }
-    uint32_t large = req->large_size;
-    if (large < OPAL_BTL_USNIC_CPROBE_SMALL || large > OPAL_BTL_USNIC_CPROBE_MAX) {
-        large = OPAL_BTL_USNIC_CPROBE_SMALL;
-    }
-    check_t *ck = NULL;
-    for (int k = 0; k < agent.nchecks; ++k) {
-        check_t *x = &agent.checks[k];
-        if (x->local_ipv4 == req->local_ipv4 && x->peer_ipv4 == req->peer_ipv4 && x->peer_port == req->peer_port &&
-            x->large == large) {
-            ck = x;
-        }
-    }
-    if (NULL == ck) {
-        if (agent.nchecks == agent.cchecks) {
-            int n = agent.cchecks ? 2 * agent.cchecks : 16;
-            check_t *p = (check_t *) realloc(agent.checks, (size_t) n * sizeof(*p));
-            if (NULL == p) {
-                reply(conn, req->req_id, NULL);
-                return;
-            }
-            agent.checks = p;
-            agent.cchecks = n;
-        }
-        ck = &agent.checks[agent.nchecks++];
-        memset(ck, 0, sizeof(*ck));
-        ck->id = ++agent.next_id;
-        ck->local_ipv4 = req->local_ipv4;
-        ck->peer_ipv4 = req->peer_ipv4;
-        ck->peer_port = req->peer_port;
-        ck->large = large;
-        ck->sock = sock;
-        ck->verdict = OPAL_BTL_USNIC_CV_PENDING;
-        ck->t_first = now;
-        send_round(ck, now);
-    }
-    if (OPAL_BTL_USNIC_CV_PENDING != ck->verdict) {
-        reply(conn, req->req_id, ck); /* decided earlier, for another local process */
-        return;
-    }
-    if (ck->nwaiters == ck->cwaiters) {
-        int n = ck->cwaiters ? 2 * ck->cwaiters : 4;
-        waiter_t *w = (waiter_t *) realloc(ck->waiters, (size_t) n * sizeof(*w));
-        if (NULL == w) {
-            reply(conn, req->req_id, NULL);
-            return;
-        }
-        ck->waiters = w;
-        ck->cwaiters = n;
-    }
-    ck->waiters[ck->nwaiters].conn = conn;
-    ck->waiters[ck->nwaiters].req_id = req->req_id;
-    ++ck->nwaiters;
+    return -1;
 }
 
+/* The first round of |ck| once the modex says who its peer is: the job's
+ * key and the address the peer published.  Right after the fence this
+ * process may not have the fence's data yet: the check waits for it (at
+ * most CAGENT_MODEX_WAIT_USEC), so that both hosts of a pair reach the
+ * same verdict. */
+#define CAGENT_MODEX_WAIT_USEC 1000000u
+static void start_probing(opal_btl_usnic_ccheck_t *ck, uint64_t now)
+{
+    if (!have_key(now)) {
+        if (now - ck->t_first >= CAGENT_MODEX_WAIT_USEC) {
+            ++agent.cnt.unchecked_no_key;
+            check_finish(ck, OPAL_BTL_USNIC_CV_UNCHECKED, now);
+        } else {
+            ck->next_due = now + KEY_RETRY_USEC;
+        }
+        return;
+    }
+    opal_btl_usnic_cpeer_t *peer = published_agent(ck->peer_vpid, ck->peer_ipv4, ck->peer_port);
+    if (NULL == peer) {
+        ++agent.cnt.refused_target; /* never probed */
+        check_finish(ck, OPAL_BTL_USNIC_CV_REFUSED, now);
+        return;
+    }
+    ck->large = opal_btl_usnic_cprobe_large_size(agent.socks[ck->sock].mtu, peer->mtu);
+    send_round(ck, now);
+}
+
+static void handle_request(int conn, const opal_btl_usnic_creq_t *req, uint64_t now)
+{
+    int s = sock_of(req->local_ipv4);
+    if (s < 0) {
+        reply_verdict(conn, req->req_id, OPAL_BTL_USNIC_CV_UNCHECKED); /* no probe socket there */
+        return;
+    }
+    opal_btl_usnic_ccheck_t *ck = opal_btl_usnic_ctable_find_pair(&agent.checks, req->local_ipv4, req->peer_ipv4,
+                                                                  req->peer_port);
+    if (NULL == ck && NULL != (ck = opal_btl_usnic_ctable_add(&agent.checks, now))) {
+        ck->local_ipv4 = agent.socks[s].ipv4;
+        ck->local_port = agent.socks[s].port;
+        ck->peer_ipv4 = req->peer_ipv4;
+        ck->peer_port = req->peer_port;
+        ck->peer_vpid = req->peer_vpid;
+        ck->sock = s;
+    }
+    if (NULL == ck) {
+        ++agent.cnt.refused_table_full;
+        reply_verdict(conn, req->req_id, OPAL_BTL_USNIC_CV_UNCHECKED);
+    } else if (OPAL_BTL_USNIC_CV_PENDING != ck->verdict) {
+        reply_check(conn, req->req_id, ck); /* decided earlier, for another local process */
+    } else if (!opal_btl_usnic_ccheck_add_waiter(ck, conn, req->req_id)) {
+        ++agent.cnt.refused_table_full;
+        reply_verdict(conn, req->req_id, OPAL_BTL_USNIC_CV_UNCHECKED);
+    } else if (0 == ck->rounds) {
+        start_probing(ck, now); /* a new check (or one still waiting for the modex) */
+    }
+}
+
+/* Requests of the connected clients, at most CAGENT_REQUESTS_PER_CALL,
+ * starting one connection further each call */
 static void read_conns(uint64_t now)
 {
-    for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
-        while (agent.conns[i].fd >= 0) {
+    int budget = CAGENT_REQUESTS_PER_CALL;
+    for (int k = 0; k < CAGENT_MAX_CONNS && budget > 0; ++k) {
+        int i = (agent.next_conn + k) % CAGENT_MAX_CONNS;
+        while (agent.conns[i].fd >= 0 && budget > 0) {
             opal_btl_usnic_creq_t req;
             ssize_t n = recv(agent.conns[i].fd, &req, sizeof(req), MSG_DONTWAIT);
             if (n < 0 && (EAGAIN == errno || EWOULDBLOCK == errno || EINTR == errno)) {
@@ -434,27 +684,102 @@ static void read_conns(uint64_t now)
                 conn_close(i); /* the client is done (or gone) */
                 break;
             }
+            --budget;
             if ((size_t) n == sizeof(req) && OPAL_BTL_USNIC_CREQ_MAGIC == req.magic) {
                 handle_request(i, &req, now);
             }
         }
     }
+    agent.next_conn = (agent.next_conn + 1) % CAGENT_MAX_CONNS;
 }
 
-static check_t *check_by_id(uint32_t id)
+/* An authentic probe on socket |s|: echoed to the address its sender
+ * published, never to |from| (which anyone can forge) */
+static void answer_probe(int s, opal_btl_usnic_cprobe_t *p, const struct sockaddr_in *from, uint64_t now)
 {
-    for (int k = 0; k < agent.nchecks; ++k) {
-        if (agent.checks[k].id == id) {
-            return &agent.checks[k];
-        }
+    const probe_sock_t *ps = &agent.socks[s];
+    if (p->to_ipv4 != ps->ipv4 || p->to_port != ps->port) {
+        ++agent.cnt.drop_not_for_us;
+        return;
     }
-    return NULL;
+    opal_btl_usnic_cpeer_t *peer = published_agent(p->from_vpid, p->from_ipv4, p->from_port);
+    if (NULL == peer) {
+        ++agent.cnt.drop_unknown_source;
+        return;
+    }
+    uint64_t window = (uint64_t) mca_btl_usnic_component.connectivity_timeout * 1000u;
+    if (!opal_btl_usnic_cpeer_take_echo(peer, now, OPAL_BTL_USNIC_CECHO_BURST, window)) {
+        ++agent.cnt.drop_rate_limited;
+        return;
+    }
+    if (from->sin_addr.s_addr != peer->ipv4 || ntohs(from->sin_port) != peer->port) {
+        ++agent.cnt.echo_redirected;
+    }
+    p->type = OPAL_BTL_USNIC_CPROBE_ECHO;
+    size_t len = opal_btl_usnic_cprobe_pack(agent.buf, sizeof(agent.buf), agent.key, p);
+    struct sockaddr_in to;
+    memset(&to, 0, sizeof(to));
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = peer->ipv4;
+    to.sin_port = htons(peer->port);
+    if (len > 0) {
+        (void) sendto(ps->fd, agent.buf, len, MSG_DONTWAIT, (struct sockaddr *) &to, sizeof(to));
+        ++agent.cnt.probes_answered;
+    }
 }
 
+/* An authentic echo: counts only for a live check of ours, from the
+ * address that check probed */
+static void take_echo(const opal_btl_usnic_cprobe_t *e, const struct sockaddr_in *from, uint64_t now)
+{
+    opal_btl_usnic_ccheck_t *ck = NULL;
+    switch (opal_btl_usnic_ctable_match_echo(&agent.checks, e, OPAL_PROC_MY_NAME.vpid, from->sin_addr.s_addr,
+                                             ntohs(from->sin_port), &ck)) {
+    case OPAL_BTL_USNIC_CECHO_STALE:
+        ++agent.cnt.drop_stale_echo;
+        return;
+    case OPAL_BTL_USNIC_CECHO_WRONG_SOURCE:
+        ++agent.cnt.drop_echo_wrong_source;
+        return;
+    case OPAL_BTL_USNIC_CECHO_OK:
+        break;
+    }
+    ++agent.cnt.echoes_received;
+    if (OPAL_BTL_USNIC_CPROBE_SMALL == e->size) {
+        ck->small_ok = true;
+    }
+    if (ck->large == e->size) {
+        ck->large_ok = true;
+    }
+    if (ck->small_ok && ck->large_ok) {
+        check_finish(ck, OPAL_BTL_USNIC_CV_OK, now);
+    }
+}
+
+static void on_datagram(int s, size_t n, const struct sockaddr_in *from, uint64_t now)
+{
+    opal_btl_usnic_cprobe_t p;
+    if (!opal_btl_usnic_cprobe_well_formed(agent.buf, n)) {
+        ++agent.cnt.drop_malformed;
+    } else if (!have_key(now)) {
+        ++agent.cnt.drop_no_key;
+    } else if (OPAL_BTL_USNIC_CPROBE_VALID != opal_btl_usnic_cprobe_parse(agent.buf, n, agent.key, &p)) {
+        ++agent.cnt.drop_unauthentic;
+    } else if (OPAL_BTL_USNIC_CPROBE_PROBE == p.type) {
+        answer_probe(s, &p, from, now);
+    } else {
+        take_echo(&p, from, now);
+    }
+}
+
+/* Datagrams of the probe sockets, at most CAGENT_DGRAMS_PER_CALL,
+ * starting one socket further each call */
 static void read_socks(uint64_t now)
 {
-    for (int i = 0; i < agent.nsocks; ++i) {
-        for (;;) {
+    int budget = CAGENT_DGRAMS_PER_CALL;
+    for (int k = 0; k < agent.nsocks && budget > 0; ++k) {
+        int i = (agent.next_sock + k) % agent.nsocks;
+        for (; budget > 0; --budget) {
             struct sockaddr_in from;
             socklen_t fl = sizeof(from);
             ssize_t n = recvfrom(agent.socks[i].fd, agent.buf, sizeof(agent.buf), MSG_DONTWAIT,
@@ -462,58 +787,38 @@ static void read_socks(uint64_t now)
             if (n < 0) {
                 break; /* EAGAIN, or an ICMP error of an earlier probe: its round times out */
             }
-            opal_btl_usnic_cprobe_t p;
-            if (!opal_btl_usnic_cprobe_parse(agent.buf, (size_t) n, mca_btl_usnic_component.cookie, &p)) {
-                ++agent.invalid;
-                continue;
-            }
-            if (OPAL_BTL_USNIC_CPROBE_PROBE == p.type) {
-                agent.buf[4] = OPAL_BTL_USNIC_CPROBE_ECHO; /* echo it, same size, from this interface */
-                (void) sendto(agent.socks[i].fd, agent.buf, (size_t) n, MSG_DONTWAIT, (struct sockaddr *) &from, fl);
-                ++agent.probes_answered;
-                continue;
-            }
-            ++agent.echoes_received;
-            check_t *ck = check_by_id(p.check_id);
-            if (NULL == ck || OPAL_BTL_USNIC_CV_PENDING != ck->verdict || ck->sock != i) {
-                continue; /* a late duplicate */
-            }
-            if (OPAL_BTL_USNIC_CPROBE_SMALL == p.size) {
-                ck->small_ok = true;
-            }
-            if (ck->large == p.size) {
-                ck->large_ok = true;
-            }
-            if (ck->small_ok && ck->large_ok) {
-                check_finish(ck, OPAL_BTL_USNIC_CV_OK, now);
-            }
+            on_datagram(i, (size_t) n, &from, now);
         }
     }
+    agent.next_sock = (agent.next_sock + 1) % (agent.nsocks > 0 ? agent.nsocks : 1);
 }
 
 static void run_checks(uint64_t now)
 {
     int rounds = mca_btl_usnic_component.connectivity_retries + 1;
-    for (int k = 0; k < agent.nchecks; ++k) {
-        check_t *ck = &agent.checks[k];
-        if (OPAL_BTL_USNIC_CV_PENDING != ck->verdict || now < ck->next_due) {
+    for (int k = 0; k < OPAL_BTL_USNIC_CTABLE_SIZE; ++k) {
+        opal_btl_usnic_ccheck_t *ck = &agent.checks.slots[k];
+        if (0 == ck->id || OPAL_BTL_USNIC_CV_PENDING != ck->verdict || now < ck->next_due) {
             continue;
         }
-        if (ck->rounds < rounds) {
+        if (0 == ck->rounds) {
+            start_probing(ck, now);
+        } else if (ck->rounds < rounds) {
             send_round(ck, now);
         } else {
             check_finish(ck, opal_btl_usnic_cverdict(ck->small_ok, ck->large_ok, true), now);
         }
     }
+    opal_btl_usnic_ctable_expire(&agent.checks, now);
 }
 
 uint64_t opal_btl_usnic_cagent_due_in(uint64_t cap)
 {
     uint64_t now = opal_btl_usnic_clock_usec();
     uint64_t best = cap;
-    for (int k = 0; k < agent.nchecks; ++k) {
-        const check_t *ck = &agent.checks[k];
-        if (OPAL_BTL_USNIC_CV_PENDING == ck->verdict) {
+    for (int k = 0; agent.running && k < OPAL_BTL_USNIC_CTABLE_SIZE; ++k) {
+        const opal_btl_usnic_ccheck_t *ck = &agent.checks.slots[k];
+        if (0 != ck->id && OPAL_BTL_USNIC_CV_PENDING == ck->verdict) {
             uint64_t d = (ck->next_due > now) ? ck->next_due - now : 0;
             if (d < best) {
                 best = d;
@@ -526,10 +831,7 @@ uint64_t opal_btl_usnic_cagent_due_in(uint64_t cap)
 static void arm_timer(void)
 {
     uint64_t due = opal_btl_usnic_cagent_due_in(UINT64_MAX);
-    if (agent.timer_on) {
-        opal_event_del(&agent.timer);
-        agent.timer_on = false;
-    }
+    unwatch(&agent.timer, &agent.timer_on);
     if (UINT64_MAX != due) {
         struct timeval tv = {.tv_sec = (time_t) (due / 1000000u), .tv_usec = (suseconds_t) (due % 1000000u)};
         opal_event_add(&agent.timer, &tv);
@@ -544,7 +846,7 @@ void opal_btl_usnic_cagent_service(void)
     }
     OPAL_BTL_USNIC_LOCK();
     uint64_t now = opal_btl_usnic_clock_usec();
-    accept_all();
+    accept_some();
     read_conns(now);
     read_socks(now);
     run_checks(opal_btl_usnic_clock_usec());
@@ -572,36 +874,58 @@ int opal_btl_usnic_cagent_fds(int *fds, int max)
     return n;
 }
 
+/* The work counters always, the others (drops, refusals) when not 0,
+ * as the modules' statistics lines do */
+static bool is_always_printed(const char *name)
+{
+    return 0 != strncmp(name, "drop_", 5) && 0 != strncmp(name, "refused_", 8) && 0 != strcmp(name, "echo_redirected")
+           && 0 != strcmp(name, "unchecked_no_key");
+}
+
+static void print_stats(void)
+{
+    char line[2048];
+    int at = snprintf(line, sizeof(line), "btl:usnic connectivity agent [%s]: checks=%llu ok=%llu failed=%llu",
+                      opal_process_info.nodename, (unsigned long long) (agent.checks_ok + agent.checks_failed),
+                      (unsigned long long) agent.checks_ok, (unsigned long long) agent.checks_failed);
+#define CAGENT_PRINT(name)                                                                                 \
+    if (at > 0 && (size_t) at < sizeof(line) && (is_always_printed(#name) || 0 != agent.cnt.name)) {     \
+        at += snprintf(line + at, sizeof(line) - (size_t) at, " " #name "=%llu",                           \
+                       (unsigned long long) agent.cnt.name);                                               \
+    }
+    CAGENT_COUNTERS(CAGENT_PRINT)
+#undef CAGENT_PRINT
+    opal_output(0, "%s max_check_usec=%u", line, agent.max_check_usec);
+}
+
+/* The listener's name and, if we made it, its directory */
+static void remove_path(void)
+{
+    if ('\0' != agent.path[0]) {
+        (void) unlink(agent.path);
+        agent.path[0] = '\0';
+    }
+    if ('\0' != agent.dir[0]) {
+        (void) rmdir(agent.dir);
+        agent.dir[0] = '\0';
+    }
+}
+
 void opal_btl_usnic_cagent_fini(void)
 {
     if (!agent.running) {
         return;
     }
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
-    if (c->stats > 0 || c->verbose >= 5) {
-        opal_output(0, "btl:usnic connectivity agent [%s]: checks=%llu ok=%llu failed=%llu probes_sent=%llu "
-                    "echoes_received=%llu probes_answered=%llu invalid=%llu max_check_usec=%u",
-                    opal_process_info.nodename, (unsigned long long) (agent.checks_ok + agent.checks_failed),
-                    (unsigned long long) agent.checks_ok, (unsigned long long) agent.checks_failed,
-                    (unsigned long long) agent.probes_sent, (unsigned long long) agent.echoes_received,
-                    (unsigned long long) agent.probes_answered, (unsigned long long) agent.invalid,
-                    agent.max_check_usec);
+    if (agent.listen_fd >= 0 && (c->stats > 0 || c->verbose >= 5)) {
+        print_stats();
     }
     /* 1. no more callbacks, 2. clients, 3. listener (and its name),
-     * 4. probe sockets, 5. memory */
-    if (agent.timer_on) {
-        opal_event_del(&agent.timer);
-        agent.timer_on = false;
-    }
-    if (agent.listen_ev_on) {
-        opal_event_del(&agent.listen_ev);
-        agent.listen_ev_on = false;
-    }
+     * 4. probe sockets, 5. memory and keys */
+    unwatch(&agent.timer, &agent.timer_on);
+    unwatch(&agent.listen_ev, &agent.listen_ev_on);
     for (int i = 0; i < agent.nsocks; ++i) {
-        if (agent.socks[i].ev_on) {
-            opal_event_del(&agent.socks[i].ev);
-            agent.socks[i].ev_on = false;
-        }
+        unwatch(&agent.socks[i].ev, &agent.socks[i].ev_on);
     }
     for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
         if (agent.conns[i].fd >= 0 || agent.conns[i].ev_on) {
@@ -611,19 +935,17 @@ void opal_btl_usnic_cagent_fini(void)
     if (agent.listen_fd >= 0) {
         close(agent.listen_fd);
         agent.listen_fd = -1;
-        if (agent.addr_is_file) {
-            (void) unlink(agent.addr.sun_path);
-        }
     }
+    remove_path();
     for (int i = 0; i < agent.nsocks; ++i) {
         close(agent.socks[i].fd);
     }
     agent.nsocks = 0;
-    for (int k = 0; k < agent.nchecks; ++k) {
-        free(agent.checks[k].waiters);
-    }
-    free(agent.checks);
-    agent.checks = NULL;
-    agent.nchecks = agent.cchecks = 0;
+    opal_btl_usnic_ctable_fini(&agent.checks);
+    opal_btl_usnic_cpeers_fini(&agent.peers);
+    sodium_memzero(agent.key, sizeof(agent.key));
+    agent.key_ready = false;
+    free(agent.modex_key);
+    agent.modex_key = NULL;
     agent.running = false;
 }

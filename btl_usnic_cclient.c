@@ -4,7 +4,9 @@
  * Connectivity client: every process asks its host's agent (see
  * btl_usnic_connectivity.h) to check the pairs (local module, peer
  * interface) it is about to use, waits for the verdicts in add_procs, and
- * applies btl_usnic_connectivity_policy to a failed pair.
+ * applies btl_usnic_connectivity_policy to a failed pair.  It finds the
+ * agent's socket through the modex (local rank 0 publishes its path) and
+ * talks to it only if the kernel says it runs as our user.
  */
 #include "opal_config.h"
 
@@ -34,7 +36,8 @@
 typedef struct {
     const opal_btl_usnic_module_t *module;
     uint32_t peer_ipv4;
-    uint16_t peer_port;
+    uint16_t peer_port;   /* the peer host's agent on that interface */
+    uint32_t peer_vpid;   /* the rank that published it */
     uint32_t large;
     char peer_host[64];
     char peer_if[16];
@@ -44,17 +47,22 @@ typedef struct {
     opal_btl_usnic_crep_t rep;
 } pair_t;
 
+typedef enum { PATH_UNKNOWN, PATH_FOUND, PATH_NONE } path_state_t;
+
 static struct {
     int fd;
+    path_state_t path_state;                  /* the agent's socket path, from the modex */
+    char path[sizeof(((struct sockaddr_un *) 0)->sun_path)];
     pair_t *pairs;
     int npairs, cpairs;
     struct {
         uint32_t ipv4;
         uint16_t port;
+        uint32_t vpid;
     } agents[CCLIENT_MAX_AGENTS];
     int nagents;
     uint32_t next_req;
-    uint64_t ok, failed, unchecked, wait_usec;
+    uint64_t ok, failed, refused, unchecked, wait_usec;
 } cl = {.fd = -1};
 
 bool opal_btl_usnic_cclient_enabled(void)
@@ -62,7 +70,7 @@ bool opal_btl_usnic_cclient_enabled(void)
     return mca_btl_usnic_component.connectivity_check;
 }
 
-void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n)
+void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n, uint32_t vpid)
 {
     for (size_t j = 0; j < n; ++j) {
         if (0 == remote[j].probe_port) {
@@ -80,18 +88,21 @@ void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, si
         if (k < CCLIENT_MAX_AGENTS) {
             cl.agents[k].ipv4 = remote[j].ipv4;
             cl.agents[k].port = remote[j].probe_port;
+            cl.agents[k].vpid = vpid;
         }
     }
 }
 
-static uint16_t agent_port(uint32_t ipv4)
+/* The agent published for the peer interface of |pr|, if any */
+static void find_agent(pair_t *pr)
 {
     for (int k = 0; k < cl.nagents; ++k) {
-        if (cl.agents[k].ipv4 == ipv4) {
-            return cl.agents[k].port;
+        if (cl.agents[k].ipv4 == pr->peer_ipv4) {
+            pr->peer_port = cl.agents[k].port;
+            pr->peer_vpid = cl.agents[k].vpid;
+            return;
         }
     }
-    return 0;
 }
 
 static pair_t *find_pair(const opal_btl_usnic_module_t *module, uint32_t peer_ipv4)
@@ -123,7 +134,8 @@ void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *pr
     memset(pr, 0, sizeof(*pr));
     pr->module = module;
     pr->peer_ipv4 = remote->ipv4;
-    pr->peer_port = remote->probe_port;
+    pr->peer_port = remote->probe_port; /* non-zero if that peer is its host's agent */
+    pr->peer_vpid = proc->proc_name.vpid;
     pr->large = opal_btl_usnic_cprobe_large_size(module->local_modex.mtu, remote->mtu);
     snprintf(pr->peer_host, sizeof(pr->peer_host), "%s", opal_get_proc_hostname(proc));
     snprintf(pr->peer_if, sizeof(pr->peer_if), "%.15s", '\0' != remote->if_name[0] ? remote->if_name : "?");
@@ -144,17 +156,79 @@ static void disconnect(void)
     }
 }
 
+/* The rank of this job that is local rank 0 on this host (the agent) */
+static bool local_leader(uint32_t *vpid_p)
+{
+    char *peers = NULL;
+    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(OPAL_VPID_WILDCARD, OPAL_PMIX_LOCAL_PEERS, &peers, OPAL_STRING) ||
+        NULL == peers) {
+        return false;
+    }
+    bool found = false;
+    char *save = NULL;
+    for (char *tok = strtok_r(peers, ",", &save); NULL != tok && !found; tok = strtok_r(NULL, ",", &save)) {
+        uint32_t vpid = (uint32_t) strtoul(tok, NULL, 10);
+        uint16_t lrank = UINT16_MAX, *p = &lrank;
+        if (OPAL_SUCCESS == opal_btl_usnic_cmodex_get(vpid, OPAL_PMIX_LOCAL_RANK, &p, OPAL_UINT16) && 0 == lrank) {
+            *vpid_p = vpid;
+            found = true;
+        }
+    }
+    free(peers);
+    return found;
+}
+
+/* Where this host's agent listens: our own agent's path, or the one
+ * local rank 0 published (a private directory it chose) */
+static bool agent_path(void)
+{
+    if (PATH_UNKNOWN == cl.path_state) {
+        const char *mine = opal_btl_usnic_cagent_path();
+        char *theirs = NULL;
+        uint32_t leader;
+        if (NULL == mine && 0 != opal_process_info.my_local_rank && local_leader(&leader)) {
+            (void) opal_btl_usnic_cmodex_get(leader, OPAL_BTL_USNIC_CAGENT_PATH_KEY, &theirs, OPAL_STRING);
+        }
+        const char *path = (NULL != mine) ? mine : theirs;
+        cl.path_state = (NULL != path && strlen(path) < sizeof(cl.path)) ? PATH_FOUND : PATH_NONE;
+        if (PATH_FOUND == cl.path_state) {
+            snprintf(cl.path, sizeof(cl.path), "%s", path);
+        } else {
+            opal_btl_usnic_verbose(5, "connectivity: no agent runs on this host: pairs stay unchecked");
+        }
+        free(theirs);
+    }
+    return PATH_FOUND == cl.path_state;
+}
+
+/* Is the process at the other end of |fd| of our user?  (Anyone could
+ * have put a socket at a path we were told, if it were not private.) */
+static bool agent_is_ours(int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    return 0 == getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) && len == sizeof(cr) && cr.uid == geteuid();
+}
+
 static bool try_connect(void)
 {
     struct sockaddr_un sun;
-    socklen_t len;
-    (void) opal_btl_usnic_cagent_address(&sun, &len);
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, cl.path, strlen(cl.path) + 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return false;
     }
-    if (0 != connect(fd, (struct sockaddr *) &sun, len)) {
+    if (0 != connect(fd, (struct sockaddr *) &sun, sizeof(sun))) {
         close(fd); /* the agent is not listening yet (or not at all) */
+        return false;
+    }
+    if (!agent_is_ours(fd)) {
+        opal_btl_usnic_verbose(1, "connectivity client: %s is not served by a process of our user: pairs stay "
+                                  "unchecked", cl.path);
+        close(fd);
+        cl.path_state = PATH_NONE;
         return false;
     }
     cl.fd = fd;
@@ -182,6 +256,9 @@ static void read_replies(void)
             if (pr->sent && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && pr->req_id == rep.req_id) {
                 pr->rep = rep;
                 pr->verdict = rep.verdict;
+                if (0 != rep.large_size) {
+                    pr->large = rep.large_size; /* the agent's, from the same modex MTUs */
+                }
             }
         }
     }
@@ -199,7 +276,7 @@ static void send_requests(const opal_btl_usnic_module_t *module)
                                      .local_ipv4 = module->ipv4,
                                      .peer_ipv4 = pr->peer_ipv4,
                                      .peer_port = pr->peer_port,
-                                     .large_size = pr->large};
+                                     .peer_vpid = pr->peer_vpid};
         if (send(cl.fd, &req, sizeof(req), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) sizeof(req)) {
             if (EAGAIN != errno && EWOULDBLOCK != errno) {
                 disconnect();
@@ -289,21 +366,23 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
         if (pr->module == module && OPAL_BTL_USNIC_CV_PENDING == pr->verdict && !pr->sent) {
             first = (i < first) ? i : first;
             if (0 == pr->peer_port) {
-                pr->peer_port = agent_port(pr->peer_ipv4);
+                find_agent(pr);
             }
             if (0 == pr->peer_port) {
                 opal_btl_usnic_verbose(5, "connectivity: no agent published for the peer interface of %s",
                                        pr->peer_host);
                 pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
+            } else if (!agent_path()) {
+                pr->verdict = OPAL_BTL_USNIC_CV_UNCHECKED;
             }
         }
     }
-    if (0 == pending(module)) {
-        return OPAL_SUCCESS;
+    if (first == cl.npairs) {
+        return OPAL_SUCCESS; /* nothing new for this module */
     }
-    for (;;) {
+    for (;;) { /* at once out if nothing waits (no agent here, none published for the peers) */
         opal_btl_usnic_cagent_service();
-        if (cl.fd < 0) {
+        if (cl.fd < 0 && PATH_FOUND == cl.path_state) {
             (void) try_connect();
         }
         if (cl.fd >= 0) {
@@ -332,6 +411,11 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
             ++cl.ok;
         } else if (OPAL_BTL_USNIC_CV_UNCHECKED == pr->verdict) {
             ++cl.unchecked;
+        } else if (OPAL_BTL_USNIC_CV_REFUSED == pr->verdict) {
+            /* cannot happen to us: we ask only for published agents */
+            ++cl.refused;
+            opal_btl_usnic_verbose(1, "connectivity: the agent refused to probe %s's agent (not published in the "
+                                      "modex): %s does not talk to it", pr->peer_host, module->if_name);
         } else {
             ++cl.failed;
             if (pr->rep.report) {
@@ -355,15 +439,16 @@ void opal_btl_usnic_cclient_fini(void)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     if (cl.npairs > 0 && (c->stats > 0 || c->verbose >= 5)) {
-        opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu unchecked=%llu "
-                    "wait_usec=%llu",
+        opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu refused=%llu "
+                    "unchecked=%llu wait_usec=%llu",
                     opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, cl.npairs,
-                    (unsigned long long) cl.ok, (unsigned long long) cl.failed, (unsigned long long) cl.unchecked,
-                    (unsigned long long) cl.wait_usec);
+                    (unsigned long long) cl.ok, (unsigned long long) cl.failed, (unsigned long long) cl.refused,
+                    (unsigned long long) cl.unchecked, (unsigned long long) cl.wait_usec);
     }
     disconnect();
     free(cl.pairs);
     cl.pairs = NULL;
     cl.npairs = cl.cpairs = 0;
     cl.nagents = 0;
+    cl.path_state = PATH_UNKNOWN;
 }

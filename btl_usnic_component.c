@@ -411,9 +411,6 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     if (!auth_start()) {
         return NULL;
     }
-    /* Every process of the job derives the same cookie from the jobid */
-    c->cookie = (uint32_t) (OPAL_PROC_MY_NAME.jobid * 2654435761u) ^ 0x75736e63u;
-    opal_btl_usnic_verbose(5, "rank %u: job cookie 0x%08x", (unsigned) OPAL_PROC_MY_NAME.vpid, c->cookie);
     discover();
     if (0 == c->num_modules) {
         opal_btl_usnic_verbose(5, "no usable interface: disqualifying myself");
@@ -428,8 +425,9 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
         btls[i] = &c->modules[i]->super;
     }
     (void) opal_btl_usnic_register_pvars();
-    if (c->connectivity_check && OPAL_SUCCESS != opal_btl_usnic_cagent_init()) {
-        opal_btl_usnic_verbose(1, "connectivity agent could not start: pairs stay unchecked");
+    /* the agent says why if it cannot start (show_help); pairs stay unchecked */
+    if (c->connectivity_check) {
+        (void) opal_btl_usnic_cagent_init();
     }
     modex_send(); /* after the agent: it publishes the probe ports */
     stats_timer_start();

@@ -1114,7 +1114,7 @@ static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs,
         if (NULL == pm[i].remote) {
             continue;
         }
-        opal_btl_usnic_cclient_note_agents(pm[i].remote, pm[i].n);
+        opal_btl_usnic_cclient_note_agents(pm[i].remote, pm[i].n, procs[i]->proc_name.vpid);
         if (pm[i].idx >= 0) {
             opal_btl_usnic_cclient_add(module, procs[i], &pm[i].remote[pm[i].idx]);
         }

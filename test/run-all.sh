@@ -91,6 +91,7 @@ run_suite "PUT: large transfers, one-sided, forged PUTs" bash "$ROOT/test/faults
 run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "two hosts, two interfaces each (namespaces)" bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "connectivity checker across hosts (namespaces)" bash "$ROOT/test/hosts/run-connectivity-tests.sh"
+run_suite "attacks on the connectivity agent (namespaces)" bash "$ROOT/test/attack/run-agent-attacks.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"

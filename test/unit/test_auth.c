@@ -4,7 +4,8 @@
  * Datagram authentication (btl_usnic_auth.c): known-answer vectors for the
  * key derivation and both tags (computed independently with OpenSSL 3's
  * BLAKE2BMAC, AES-256-GCM and ChaCha20-Poly1305), tampering, the algorithm
- * choice, kernel randomness, and the anti-replay window.
+ * choice, kernel randomness, the anti-replay window, and the connectivity
+ * agents' key and tag.
  */
 #include "unit.h"
 
@@ -190,6 +191,52 @@ static void test_replay_window(void)
     CHECK_EQ(opal_btl_usnic_replay_check(&w, UINT64_MAX - 1), NEW);
 }
 
+/* The connectivity agents' key and tag (values from Python's hashlib
+ * BLAKE2b, an implementation independent of libsodium): job key 00..1f,
+ * datagram bytes i * 5 */
+static const uint8_t kat_agent_key[32] = {
+    0xec, 0xad, 0x09, 0x67, 0xa4, 0xd4, 0x3b, 0xbb, 0x41, 0xc9, 0xb2, 0x8f, 0xdb, 0xef, 0x3a, 0x5f,
+    0x24, 0x57, 0x93, 0x98, 0xff, 0x21, 0x17, 0x5c, 0x97, 0x66, 0x34, 0x0a, 0x5f, 0xd5, 0x76, 0x87,
+};
+static const uint8_t kat_agent_tag[16] = {0x8a, 0x87, 0x04, 0x76, 0x8d, 0xab, 0x3e, 0x27,
+                                          0x76, 0xec, 0xdb, 0x8d, 0xab, 0x40, 0xb3, 0x51};
+
+static void test_agent_key_and_tag_kat(void)
+{
+    uint8_t job[32], key[32], data[100], tag[16];
+    for (int i = 0; i < 32; ++i) {
+        job[i] = (uint8_t) i;
+    }
+    for (int i = 0; i < 100; ++i) {
+        data[i] = (uint8_t) (i * 5);
+    }
+    opal_btl_usnic_derive_agent_key(job, key);
+    CHECK_MEM(key, kat_agent_key, 32);
+    opal_btl_usnic_agent_tag(key, data, sizeof(data), tag);
+    CHECK_MEM(tag, kat_agent_tag, 16);
+    CHECK(opal_btl_usnic_agent_tag_check(key, data, sizeof(data), kat_agent_tag));
+    /* a flipped bit anywhere, a shorter datagram, another tag, another key */
+    for (size_t i = 0; i < sizeof(data); i += 9) {
+        data[i] ^= 0x01;
+        CHECK(!opal_btl_usnic_agent_tag_check(key, data, sizeof(data), kat_agent_tag));
+        data[i] ^= 0x01;
+    }
+    CHECK(!opal_btl_usnic_agent_tag_check(key, data, sizeof(data) - 1, kat_agent_tag));
+    tag[0] ^= 0x80;
+    CHECK(!opal_btl_usnic_agent_tag_check(key, data, sizeof(data), tag));
+    job[7] ^= 1;
+    uint8_t other[32];
+    opal_btl_usnic_derive_agent_key(job, other);
+    CHECK(0 != memcmp(other, kat_agent_key, 32));
+    CHECK(!opal_btl_usnic_agent_tag_check(other, data, sizeof(data), kat_agent_tag));
+    /* not the datagram key of any pair: another label */
+    uint8_t id[16] = {0}, dgram[32];
+    job[7] ^= 1;
+    opal_btl_usnic_derive_key(job, id, dgram);
+    CHECK(0 != memcmp(dgram, kat_agent_key, 32));
+}
+
 UNIT_MAIN(UNIT_TEST(test_derive_key_kat), UNIT_TEST(test_chachapoly_kat), UNIT_TEST(test_aesgcm_kat),
           UNIT_TEST(test_no_key_checks_nothing), UNIT_TEST(test_mac_pick), UNIT_TEST(test_random),
-          UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window))
+          UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window),
+          UNIT_TEST(test_agent_key_and_tag_kat))

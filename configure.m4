@@ -6,7 +6,8 @@
 # tree as opal/mca/btl/usnic (it replaces upstream's usnic BTL there).
 #
 # libfabric is required (found by Open MPI's OPAL_CHECK_OFI, so --with-ofi
-# and --with-ofi-libdir apply).  The Cisco usnic extension header
+# and --with-ofi-libdir apply), and so is libsodium (the datagrams' tags
+# and key derivation; Debian: libsodium-dev).  The Cisco usnic extension header
 # rdma/fi_ext_usnic.h is optional: without it the component runs on any
 # FI_EP_DGRAM provider (libfabric's portable "udp" provider).
 #
@@ -23,6 +24,7 @@
 AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
     AC_CONFIG_FILES([opal/mca/btl/usnic/Makefile])
     OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_why btl_usnic_ext btl_usnic_fi_major btl_usnic_fi_minor btl_usnic_save_CPPFLAGS])
+    btl_usnic_LIBS=
 
     AC_ARG_WITH([usnic],
                 [AS_HELP_STRING([--with-usnic],
@@ -71,6 +73,16 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
            AC_CHECK_HEADER([rdma/fi_ext_usnic.h], [btl_usnic_ext=yes], [btl_usnic_ext=no],
                            [#include <rdma/fabric.h>])
            CPPFLAGS=$btl_usnic_save_CPPFLAGS])
+
+    # Every datagram's tag and the key derivation (btl_usnic_auth.c)
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AC_CHECK_HEADER([sodium.h],
+                           [AC_CHECK_LIB([sodium], [sodium_init], [btl_usnic_LIBS=-lsodium],
+                                         [btl_usnic_happy=no
+                                          btl_usnic_why="libsodium not found; install its development files (Debian: libsodium-dev)"])],
+                           [btl_usnic_happy=no
+                            btl_usnic_why="sodium.h not found; install libsodium's development files (Debian: libsodium-dev)"])])
+    AC_SUBST([btl_usnic_LIBS])
 
     AS_IF([test "$btl_usnic_ext" = "yes"],
           [AC_DEFINE([OPAL_BTL_USNIC_HAVE_FI_EXT_USNIC], [1],

@@ -86,7 +86,7 @@ standalone_sources() {
 # PSM/PSM2 and numa, none of which this check needs, and it declares a
 # Build-Conflicts with libopenmpi-dev, which the standalone build needs.
 DEPS=(dpkg-dev build-essential autoconf automake libtool flex perl m4 pkg-config
-      libfabric-dev libhwloc-dev libevent-dev libpmix-dev zlib1g-dev)
+      libfabric-dev libhwloc-dev libevent-dev libpmix-dev zlib1g-dev libsodium-dev)
 
 # ---------------------------------------------------------------- progress
 T0=$(date +%s)

@@ -1,5 +1,15 @@
 # Shell helpers shared by the test suites (sourced, not run).
 
+# use_build_dir DIR [LOGS]: BUILD_DIR = DIR made and absolute, LOG_DIR =
+# a fresh, empty BUILD_DIR/LOGS (default "logs"); exits 2 if it cannot
+use_build_dir() {
+    mkdir -p "$1" || exit 2
+    BUILD_DIR=$(cd "$1" && pwd)
+    LOG_DIR=$BUILD_DIR/${2:-logs}
+    rm -rf "$LOG_DIR"
+    mkdir -p "$LOG_DIR" || exit 2
+}
+
 # ensure_package PACKAGE: install a Debian package if it is missing (the
 # suites run as root on Debian); apt-get's output goes to
 # $LOG_DIR/apt-get.log.  Returns non-zero if it still is not installed.

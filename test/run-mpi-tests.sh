@@ -39,12 +39,8 @@ VG_SUPPRESSIONS=${VG_SUPPRESSIONS:-$SRC_DIR/valgrind.supp}
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 
-BUILD_DIR=${MPI_TEST_BUILD_DIR:-$SRC_DIR/build}
-mkdir -p "$BUILD_DIR" || exit 2
-BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
-LOG_DIR=$BUILD_DIR/logs
-rm -rf "$LOG_DIR"
-mkdir -p "$LOG_DIR" || exit 2
+. "$SCRIPT_DIR/lib.sh"  # use_build_dir, ensure_package, run_mpi
+use_build_dir "${MPI_TEST_BUILD_DIR:-$SRC_DIR/build}"
 
 # Open MPI refuses to run as root without these.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -106,7 +102,6 @@ judge_program() {  # name program np secs rc log limit
 # Packages
 # ---------------------------------------------------------------------
 
-. "$SCRIPT_DIR/lib.sh"  # ensure_package, run_mpi
 
 # Debian's netpipe-openmpi ships /usr/bin/NPopenmpi; upstream calls it NPmpi.
 find_netpipe() {

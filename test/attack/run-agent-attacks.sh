@@ -85,12 +85,9 @@ SOAK_SECONDS=${SOAK_SECONDS:-12}
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 CC=${CC:-cc}
-BUILD_DIR=${ATTACK_BUILD_DIR:-$SCRIPT_DIR/build}
-mkdir -p "$BUILD_DIR" || exit 2
-BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
-LOG_DIR=$BUILD_DIR/logs
-rm -rf "$LOG_DIR"
-mkdir -p "$LOG_DIR" || exit 2
+# shellcheck source=../lib.sh
+. "$SCRIPT_DIR/../lib.sh"  # use_build_dir
+use_build_dir "${ATTACK_BUILD_DIR:-$SCRIPT_DIR/build}"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

@@ -40,12 +40,9 @@ CC_TIMEOUT_MS=${CC_TIMEOUT_MS:-100}
 CC_RETRIES=${CC_RETRIES:-3}
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
-BUILD_DIR=${HOSTS_BUILD_DIR:-$SCRIPT_DIR/build}
-mkdir -p "$BUILD_DIR" || exit 2
-BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
-LOG_DIR=$BUILD_DIR/logs-connectivity
-rm -rf "$LOG_DIR"
-mkdir -p "$LOG_DIR" || exit 2
+# shellcheck source=../lib.sh
+. "$SCRIPT_DIR/../lib.sh"  # use_build_dir
+use_build_dir "${HOSTS_BUILD_DIR:-$SCRIPT_DIR/build}" logs-connectivity
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 

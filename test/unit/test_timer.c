@@ -1103,14 +1103,21 @@ static opal_btl_usnic_send_seg_t *send_and_time_out(fx_t *fx, opal_btl_usnic_end
     return seg;
 }
 
-static void test_floor_starts_high_and_falls_on_loss(void)
+/* A fixture whose engine starts every peer's RTO floor at |floor_start|,
+ * and its endpoint to PEER */
+static opal_btl_usnic_endpoint_t *floor_fixture(fx_t *fx, uint64_t floor_start)
 {
     opal_btl_usnic_engine_params_t p;
     fx_params_default(&p);
-    p.rto_floor_start = 8 * FX_RTO_MIN;
+    p.rto_floor_start = floor_start;
+    fx_init(fx, &p);
+    return fx_ep_new(fx, PEER, 16, ISN, PEER_ISN);
+}
+
+static void test_floor_starts_high_and_falls_on_loss(void)
+{
     fx_t fx;
-    fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    opal_btl_usnic_endpoint_t *ep = floor_fixture(&fx, 8 * FX_RTO_MIN);
     CHECK_EQ_U(ep->timer.rto_floor, 8 * FX_RTO_MIN);
     /* a fast path: samples far below the floor leave the RTO at the floor */
     FX_SEND_TINY(&fx, ep, 1, NULL);
@@ -1179,12 +1186,8 @@ static void test_premature_timeout_raises_floor(void)
  * floor or make a silent peer look alive */
 static void test_rejected_ack_has_no_side_effects(void)
 {
-    opal_btl_usnic_engine_params_t p;
-    fx_params_default(&p);
-    p.rto_floor_start = 8 * FX_RTO_MIN;
     fx_t fx;
-    fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    opal_btl_usnic_endpoint_t *ep = floor_fixture(&fx, 8 * FX_RTO_MIN);
     FX_SEND_TINY(&fx, ep, 1, NULL);
     fx_complete_all(&fx);
     fx_set_time(&fx, 5000);

@@ -16,6 +16,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
@@ -99,8 +100,9 @@ typedef struct opal_btl_usnic_module_t {
 
     opal_btl_usnic_modex_t local_modex;
     opal_list_t all_endpoints;
-    opal_btl_usnic_endpoint_t **peers; /* by sender id (vpid) */
+    opal_btl_usnic_endpoint_t **peers; /* peers of our job, by vpid */
     size_t num_peer_slots;
+    opal_hash_table_t other_job_peers; /* peers of spawned or connected jobs, by sender id */
 
     mca_btl_base_module_error_cb_fn_t pml_error_cb;
     bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
@@ -205,6 +207,40 @@ static inline uint64_t opal_btl_usnic_clock_usec(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* Sender ids: a process name as one 64-bit number, jobid << 32 | vpid,
+ * unique across the jobs Open MPI connects (a vpid alone is not) */
+static inline uint64_t opal_btl_usnic_proc_id(const opal_process_name_t *name)
+{
+    return ((uint64_t) name->jobid << 32) | (uint64_t) name->vpid;
+}
+
+static inline uint32_t opal_btl_usnic_id_jobid(uint64_t id)
+{
+    return (uint32_t) (id >> 32);
+}
+
+static inline uint32_t opal_btl_usnic_id_vpid(uint64_t id)
+{
+    return (uint32_t) id;
+}
+
+/* "3" for rank 3 of our job, "3 of job 0x1a2b0002" for a rank of another */
+typedef struct {
+    char s[48];
+} opal_btl_usnic_id_str_t;
+
+static inline opal_btl_usnic_id_str_t opal_btl_usnic_id_str(uint64_t id)
+{
+    opal_btl_usnic_id_str_t r;
+    if (opal_btl_usnic_id_jobid(id) == OPAL_PROC_MY_NAME.jobid) {
+        snprintf(r.s, sizeof(r.s), "%u", (unsigned) opal_btl_usnic_id_vpid(id));
+    } else {
+        snprintf(r.s, sizeof(r.s), "%u of job 0x%x", (unsigned) opal_btl_usnic_id_vpid(id),
+                 (unsigned) opal_btl_usnic_id_jobid(id));
+    }
+    return r;
 }
 
 static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_engine_t *eng)

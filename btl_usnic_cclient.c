@@ -142,6 +142,11 @@ void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *pr
     pr->verdict = OPAL_BTL_USNIC_CV_PENDING;
 }
 
+bool opal_btl_usnic_cclient_checked(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote)
+{
+    return remote->ipv4 == module->ipv4 || NULL != find_pair(module, remote->ipv4);
+}
+
 bool opal_btl_usnic_cclient_usable(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote)
 {
     const pair_t *pr = find_pair(module, remote->ipv4);

@@ -362,6 +362,8 @@ void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *pr
 int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module);
 /* May |module| talk to the peer interface |remote|?  (true if unchecked) */
 bool opal_btl_usnic_cclient_usable(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote);
+/* Has (or had) this job a verdict on the path from |module| to |remote|'s address? */
+bool opal_btl_usnic_cclient_checked(const opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote);
 void opal_btl_usnic_cclient_fini(void);
 #endif
 

@@ -22,7 +22,7 @@ typedef struct mca_btl_base_endpoint_t {
     opal_list_item_t super;              /* on the module's list of endpoints */
     struct opal_btl_usnic_engine_t *eng;
     opal_proc_t *proc;                   /* NULL in engine tests */
-    uint32_t peer_id;                    /* peer's sender id (its vpid) */
+    uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
     uint64_t peer_addr[2];               /* provider address per channel */
     bool failed;                         /* unreachable: fail all sends */
 

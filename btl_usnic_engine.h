@@ -67,7 +67,7 @@ typedef struct opal_btl_usnic_wire_ops_t {
 
 typedef struct opal_btl_usnic_engine_params_t {
     int protect;                  /* opal_btl_usnic_protect_t: what every datagram's tag covers */
-    uint32_t my_id;               /* our sender id */
+    uint64_t my_name;             /* our sender id: process name, jobid << 32 | vpid */
     size_t prefix;                /* provider prefix bytes before each header */
     size_t mtu;                   /* max datagram (header + payload) on the data channel */
     size_t tiny_mtu;              /* max datagram on the priority channel */
@@ -265,7 +265,7 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
  * reused when this returns.  Never trusts a header field it did not check.
  */
 typedef opal_btl_usnic_endpoint_t *(*opal_btl_usnic_lookup_fn_t)(opal_btl_usnic_engine_t *eng,
-                                                                 uint32_t sender_id);
+                                                                 uint64_t sender);
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                                  void *buf, size_t len);
 
@@ -439,7 +439,7 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
     hdr->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     hdr->version = OPAL_BTL_USNIC_PROTO_VERSION;
     hdr->type = type;
-    hdr->sender_id = opal_btl_usnic_wire32(eng->p.my_id);
+    hdr->sender = opal_btl_usnic_wire64(eng->p.my_name);
     hdr->seq = opal_btl_usnic_wire32(seq);
     hdr->ack_seq = 0;
     hdr->payload_len = opal_btl_usnic_wire16((uint16_t) payload_len);

@@ -209,7 +209,8 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     if (is_transient_send_error(rc)) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
-    opal_btl_usnic_verbose(5, "fi_send to peer %u failed: %s", ep->peer_id, fi_strerror((int) -rc));
+    opal_btl_usnic_verbose(5, "fi_send to peer %s failed: %s", opal_btl_usnic_id_str(ep->peer_id).s,
+                           fi_strerror((int) -rc));
     return OPAL_ERR_UNREACH;
 }
 
@@ -264,11 +265,11 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
         char heard[64];
         opal_btl_usnic_describe_last_heard(eng, ep, heard, sizeof(heard));
         opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
-                                 ep->peer_id, mca_btl_usnic_component.peer_timeout,
+                                 opal_btl_usnic_id_str(ep->peer_id).s, mca_btl_usnic_component.peer_timeout,
                                  opal_btl_usnic_endpoint_in_flight(ep), heard);
     } else {
         opal_btl_usnic_show_help(false, "peer unreachable", opal_process_info.nodename, module->if_name, peer_host,
-                                 ep->peer_id, opal_strerror(rc));
+                                 opal_btl_usnic_id_str(ep->peer_id).s, opal_strerror(rc));
     }
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
     if (NULL != module->pml_error_cb) {
@@ -418,10 +419,24 @@ static void channel_close(opal_btl_usnic_channel_t *chan)
 
 /* ===================== completions and progress ===================== */
 
-static opal_btl_usnic_endpoint_t *lookup_sender(opal_btl_usnic_engine_t *eng, uint32_t sender_id)
+/* The endpoint of sender id |id| (a process name), NULL if none: peers
+ * of our own job by vpid in an array, those of other jobs in a table */
+static opal_btl_usnic_endpoint_t *peer_of_id(opal_btl_usnic_module_t *module, uint64_t id)
 {
-    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
-    return (sender_id < module->num_peer_slots) ? module->peers[sender_id] : NULL;
+    if (opal_btl_usnic_id_jobid(id) == OPAL_PROC_MY_NAME.jobid) {
+        uint32_t vpid = opal_btl_usnic_id_vpid(id);
+        return (vpid < module->num_peer_slots) ? module->peers[vpid] : NULL;
+    }
+    void *ep = NULL;
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&module->other_job_peers, id, &ep)) {
+        return NULL;
+    }
+    return (opal_btl_usnic_endpoint_t *) ep;
+}
+
+static opal_btl_usnic_endpoint_t *lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender)
+{
+    return peer_of_id(opal_btl_usnic_module_of(eng), sender);
 }
 
 static void count_oversized(opal_btl_usnic_module_t *module)
@@ -449,7 +464,7 @@ static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv
         return true;
     }
     const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) (rseg->buf + module->prefix);
-    const opal_btl_usnic_endpoint_t *ep = lookup_sender(&module->eng, opal_btl_usnic_host32(hdr->sender_id));
+    const opal_btl_usnic_endpoint_t *ep = lookup_sender(&module->eng, opal_btl_usnic_host64(hdr->sender));
     if (NULL == ep || src == ep->peer_addr[rseg->channel]) {
         return true;
     }
@@ -765,7 +780,7 @@ static struct mca_btl_base_registration_handle_t *usnic_register_mem(struct mca_
         return handle;
     }
     OPAL_BTL_USNIC_LOCK();
-    uint32_t peer = (NULL != ep) ? ep->peer_id : OPAL_BTL_USNIC_ANY_PEER;
+    uint64_t peer = (NULL != ep) ? ep->peer_id : OPAL_BTL_USNIC_ANY_PEER;
     bool ok = opal_btl_usnic_reg_add(&module->eng.regs, base, size, peer, handle);
     if (ok) {
         OPAL_BTL_USNIC_STAT_INC(&module->eng, num_regs);
@@ -874,7 +889,8 @@ static int match_remote(const opal_btl_usnic_module_t *module, const opal_proc_t
         }
     }
     int map[OPAL_BTL_USNIC_MAX_MODULES_PAIRED];
-    if (OPAL_PROC_MY_NAME.vpid < proc->proc_name.vpid) {
+    /* both ends must run the pairing the same way round: the lower name first */
+    if (opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME) < opal_btl_usnic_proc_id(&proc->proc_name)) {
         opal_btl_usnic_pair_modules(local, nl, remote, n, map);
         return (mine >= 0) ? map[mine] : -1;
     }
@@ -904,6 +920,32 @@ static int ensure_peer_slot(opal_btl_usnic_module_t *module, uint32_t id)
     module->peers = p;
     module->num_peer_slots = n;
     return OPAL_SUCCESS;
+}
+
+/* Make |ep| the endpoint its sender id finds (peer_of_id) */
+static int peer_register(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    if (opal_btl_usnic_id_jobid(ep->peer_id) != OPAL_PROC_MY_NAME.jobid) {
+        return opal_hash_table_set_value_uint64(&module->other_job_peers, ep->peer_id, ep);
+    }
+    uint32_t vpid = opal_btl_usnic_id_vpid(ep->peer_id);
+    int rc = ensure_peer_slot(module, vpid);
+    if (OPAL_SUCCESS == rc) {
+        module->peers[vpid] = ep;
+    }
+    return rc;
+}
+
+static void peer_unregister(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    if (peer_of_id(module, ep->peer_id) != ep) {
+        return;
+    }
+    if (opal_btl_usnic_id_jobid(ep->peer_id) != OPAL_PROC_MY_NAME.jobid) {
+        (void) opal_hash_table_remove_value_uint64(&module->other_job_peers, ep->peer_id);
+    } else {
+        module->peers[opal_btl_usnic_id_vpid(ep->peer_id)] = NULL;
+    }
 }
 
 static int av_insert_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -973,7 +1015,7 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     ep->proc = proc;
-    ep->peer_id = proc->proc_name.vpid;
+    ep->peer_id = opal_btl_usnic_proc_id(&proc->proc_name);
     uint32_t window = effective_window(module, remote);
     int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, module->local_modex.isn, remote->isn);
     if (OPAL_SUCCESS == rc) {
@@ -990,13 +1032,12 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
                              hotel_never_evicts);
     }
     if (OPAL_SUCCESS == rc) {
-        rc = ensure_peer_slot(module, ep->peer_id);
+        rc = peer_register(module, ep);
     }
     if (OPAL_SUCCESS != rc) {
         OBJ_RELEASE(ep);
         return rc;
     }
-    module->peers[ep->peer_id] = ep;
     opal_list_append(&module->all_endpoints, &ep->super);
     *ep_p = ep;
     return OPAL_SUCCESS;
@@ -1054,8 +1095,9 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     struct in_addr a = {.s_addr = module->ipv4}, b = {.s_addr = remote->ipv4};
     inet_ntop(AF_INET, &a, local, sizeof(local));
     inet_ntop(AF_INET, &b, peer, sizeof(peer));
-    fprintf(c->map_file, "%s %s -> rank %u %s %s ports %u,%u mtu %u\n", module->if_name, local,
-            (unsigned) proc->proc_name.vpid, NULL != proc->proc_hostname ? proc->proc_hostname : "?", peer,
+    fprintf(c->map_file, "%s %s -> rank %s %s %s ports %u,%u mtu %u\n", module->if_name, local,
+            opal_btl_usnic_id_str(opal_btl_usnic_proc_id(&proc->proc_name)).s,
+            NULL != proc->proc_hostname ? proc->proc_hostname : "?", peer,
             (unsigned) remote->ports[0], (unsigned) remote->ports[1], (unsigned) remote->mtu);
     fflush(c->map_file);
 }
@@ -1067,13 +1109,20 @@ typedef struct {
     int idx;                        /* the one |module| pairs with; -1: none or known already */
 } peer_modex_t;
 
-static bool is_known_peer(const opal_btl_usnic_module_t *module, const opal_proc_t *proc)
+static bool same_job(const opal_proc_t *proc)
 {
-    return proc->proc_name.vpid < module->num_peer_slots && NULL != module->peers[proc->proc_name.vpid];
+    return proc->proc_name.jobid == OPAL_PROC_MY_NAME.jobid;
 }
 
-/* The modex of every peer of our job that we need: new ones, and with the
- * connectivity checker all of them (it learns where the agents are). */
+static opal_btl_usnic_endpoint_t *known_peer(opal_btl_usnic_module_t *module, const opal_proc_t *proc)
+{
+    return peer_of_id(module, opal_btl_usnic_proc_id(&proc->proc_name));
+}
+
+/* The modex of every peer we need: new ones, and with the connectivity
+ * checker all of our job's (it learns where the agents are).  Peers of
+ * other jobs (spawned, connected, joined) are read the same way: Open MPI
+ * has their modex once the connection is made. */
 static void peer_modex_fetch(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs,
                              peer_modex_t *pm)
 {
@@ -1083,11 +1132,11 @@ static void peer_modex_fetch(opal_btl_usnic_module_t *module, size_t nprocs, str
         pm[i].remote = NULL;
         pm[i].n = 0;
         pm[i].idx = -1;
-        if (proc == self || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
-            continue; /* btl/self; other jobs share no sender-id space with us */
+        if (proc == self) {
+            continue; /* btl/self */
         }
-        bool known = is_known_peer(module, proc);
-        if (known && !opal_btl_usnic_cclient_enabled()) {
+        bool known = NULL != known_peer(module, proc);
+        if (known && !(opal_btl_usnic_cclient_enabled() && same_job(proc))) {
             continue;
         }
         pm[i].remote = modex_recv(module, proc, &pm[i].n);
@@ -1105,6 +1154,18 @@ static void peer_modex_free(peer_modex_t *pm, size_t nprocs)
     free(pm);
 }
 
+static void note_other_job_check(opal_btl_usnic_module_t *module, const opal_proc_t *proc, const peer_modex_t *pm)
+{
+    if (pm->idx < 0) {
+        return;
+    }
+    bool covered = opal_btl_usnic_cclient_checked(module, &pm->remote[pm->idx]);
+    opal_btl_usnic_verbose(5, "%s: peer %s (another job) on %s: %s", module->if_name,
+                           opal_btl_usnic_id_str(opal_btl_usnic_proc_id(&proc->proc_name)).s,
+                           opal_get_proc_hostname(proc),
+                           covered ? "its host's address was checked by this job" : "connectivity not checked");
+}
+
 /* btl_usnic_connectivity_check: probe every new peer interface of this
  * module at once, before any endpoint exists (verdicts used below) */
 static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs, struct opal_proc_t **procs,
@@ -1112,6 +1173,13 @@ static int connectivity_precheck(opal_btl_usnic_module_t *module, size_t nprocs,
 {
     for (size_t i = 0; i < nprocs; ++i) {
         if (NULL == pm[i].remote) {
+            continue;
+        }
+        if (!same_job(procs[i])) {
+            /* Agents serve their own job only: a peer of another job is
+             * covered by the verdict on its host's address if our job
+             * checked that host, and goes unchecked otherwise. */
+            note_other_job_check(module, procs[i], &pm[i]);
             continue;
         }
         opal_btl_usnic_cclient_note_agents(pm[i].remote, pm[i].n, procs[i]->proc_name.vpid);
@@ -1137,7 +1205,7 @@ static int peer_add(opal_btl_usnic_module_t *module, opal_proc_t *proc, const pe
     int rc = endpoint_create(module, proc, &pm->remote[idx], ep_p);
     if (OPAL_SUCCESS == rc) {
         connectivity_map_note(module, proc, &pm->remote[idx]);
-        opal_btl_usnic_verbose(10, "%s: peer %u reachable", module->if_name, (*ep_p)->peer_id);
+        opal_btl_usnic_verbose(10, "%s: peer %s reachable", module->if_name, opal_btl_usnic_id_str((*ep_p)->peer_id).s);
     }
     return rc;
 }
@@ -1158,11 +1226,12 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
     }
     for (size_t i = 0; i < nprocs && OPAL_SUCCESS == rc; ++i) {
         opal_proc_t *proc = procs[i];
-        if (proc == opal_proc_local_get() || proc->proc_name.jobid != OPAL_PROC_MY_NAME.jobid) {
+        if (proc == opal_proc_local_get()) {
             continue;
         }
-        if (is_known_peer(module, proc)) {
-            endpoints[i] = module->peers[proc->proc_name.vpid];
+        opal_btl_usnic_endpoint_t *known = known_peer(module, proc);
+        if (NULL != known) {
+            endpoints[i] = known;
         } else {
             opal_btl_usnic_endpoint_t *ep = NULL;
             int add_rc = peer_add(module, proc, &pm[i], &ep);
@@ -1186,9 +1255,7 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
 static void endpoint_release(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
-    if (ep->peer_id < module->num_peer_slots && module->peers[ep->peer_id] == ep) {
-        module->peers[ep->peer_id] = NULL;
-    }
+    peer_unregister(module, ep);
     opal_list_remove_item(&module->all_endpoints, &ep->super);
     OBJ_RELEASE(ep);
 }
@@ -1200,9 +1267,8 @@ static int usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
     OPAL_BTL_USNIC_LOCK();
     for (size_t i = 0; i < nprocs; ++i) {
         opal_btl_usnic_endpoint_t *ep = (NULL != peers) ? peers[i] : NULL;
-        if (NULL == ep && procs[i]->proc_name.vpid < module->num_peer_slots &&
-            procs[i]->proc_name.jobid == OPAL_PROC_MY_NAME.jobid) {
-            ep = module->peers[procs[i]->proc_name.vpid];
+        if (NULL == ep) {
+            ep = known_peer(module, procs[i]);
         }
         if (NULL != ep && ep->eng == &module->eng) {
             endpoint_release(module, ep);
@@ -1268,6 +1334,7 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
     }
     opal_btl_usnic_engine_fini(&module->eng);
     OBJ_DESTRUCT(&module->all_endpoints);
+    OBJ_DESTRUCT(&module->other_job_peers);
     free(module->peers);
     module->peers = NULL;
     if (NULL != module->av) {
@@ -1388,7 +1455,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     opal_btl_usnic_engine_params_t p = {
         .protect = c->protection,
-        .my_id = OPAL_PROC_MY_NAME.vpid,
+        .my_name = opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME),
         .prefix = module->prefix,
         .mtu = module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
         .tiny_mtu = module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu,
@@ -1441,7 +1508,8 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     int rc;
     module->info = fi_dupinfo(info);
     OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
-    if (NULL == module->info) {
+    OBJ_CONSTRUCT(&module->other_job_peers, opal_hash_table_t);
+    if (NULL == module->info || OPAL_SUCCESS != opal_hash_table_init(&module->other_job_peers, 32)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     module_sizes(module, info);

@@ -13,7 +13,9 @@
  *  +---------------+---------------+---------------+---------------+
  *  |            magic              |    version    |     type      |
  *  +---------------+---------------+---------------+---------------+
- *  |                sender id (vpid in the job)                    |
+ *  |       sender: its process name, jobid << 32 | vpid (64 bits)   |
+ *  +       (unique across every job Open MPI connects us to)       +
+ *  |                                                               |
  *  +---------------+---------------+---------------+---------------+
  *  |                       sequence number                         |
  *  +---------------+---------------+---------------+---------------+
@@ -55,7 +57,9 @@
  *  +---------------+---------------+---------------+---------------+
  *
  * Version 2 replaced version 1's job cookie (computable by anyone who
- * knows the job id) with the nonce and the tag.
+ * knows the job id) with the nonce and the tag; version 3 widened the
+ * sender id (a vpid, unique only inside one job) to the process name, so
+ * that spawned and connected jobs can share a receiver.
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -65,7 +69,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    2
+#define OPAL_BTL_USNIC_PROTO_VERSION    3
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
@@ -101,7 +105,7 @@ typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint16_t magic;
     uint8_t version;
     uint8_t type;
-    uint32_t sender_id;
+    uint64_t sender;   /* process name of the sender: jobid << 32 | vpid */
     uint32_t seq;
     uint32_t ack_seq;
     uint16_t payload_len;
@@ -130,9 +134,9 @@ typedef struct __attribute__((packed)) opal_btl_usnic_put_hdr_t {
     uint64_t addr;      /* target address of the first payload byte */
 } opal_btl_usnic_put_hdr_t;
 
-_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 48, "wire header size");
-_Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 68, "put header size");
-_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 60, "chunk header size");
+_Static_assert(sizeof(opal_btl_usnic_hdr_t) == 52, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 72, "put header size");
+_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 64, "chunk header size");
 
 static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
 {

@@ -117,7 +117,7 @@ static bool slot_take(opal_btl_usnic_reg_table_t *t, uint32_t *id)
     return true;
 }
 
-bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint32_t peer_id,
+bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint64_t peer_id,
                             opal_btl_usnic_reg_handle_t *handle)
 {
     uint32_t id;
@@ -151,7 +151,7 @@ void opal_btl_usnic_reg_remove(opal_btl_usnic_reg_table_t *t, const opal_btl_usn
 }
 
 opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_table_t *t, uint32_t region_id,
-                                                      uint64_t key, uint32_t peer_id, uint64_t addr, size_t len)
+                                                      uint64_t key, uint64_t peer_id, uint64_t addr, size_t len)
 {
     if (region_id >= t->nused) {
         return OPAL_BTL_USNIC_PUT_REJECT;

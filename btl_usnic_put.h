@@ -20,7 +20,7 @@ struct mca_btl_base_registration_handle_t {
 typedef struct mca_btl_base_registration_handle_t opal_btl_usnic_reg_handle_t;
 
 #define OPAL_BTL_USNIC_REGION_LOCAL UINT32_MAX
-#define OPAL_BTL_USNIC_ANY_PEER UINT32_MAX
+#define OPAL_BTL_USNIC_ANY_PEER UINT64_MAX
 
 enum {
     OPAL_BTL_USNIC_REGION_FREE = 0, /* never used */
@@ -32,7 +32,7 @@ typedef struct opal_btl_usnic_region_t {
     uint8_t *base;
     size_t size;
     uint64_t key;
-    uint32_t peer_id; /* the only peer that may write it, or ANY_PEER */
+    uint64_t peer_id; /* the only peer that may write it (its sender id), or ANY_PEER */
     uint8_t state;
 } opal_btl_usnic_region_t;
 
@@ -57,7 +57,7 @@ void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t);
  * fill |handle|.  Returns false when the table is full of live regions, or
  * the kernel gives no random key.
  */
-bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint32_t peer_id,
+bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint64_t peer_id,
                             opal_btl_usnic_reg_handle_t *handle);
 
 /* Stop exposing the region of |handle| (no-op for local-only handles). */
@@ -71,7 +71,7 @@ typedef enum {
 
 /* May |peer_id| write |len| bytes at |addr| of region |region_id| with |key|? */
 opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_table_t *t, uint32_t region_id,
-                                                      uint64_t key, uint32_t peer_id, uint64_t addr,
+                                                      uint64_t key, uint64_t peer_id, uint64_t addr,
                                                       size_t len);
 
 #endif /* OPAL_BTL_USNIC_PUT_H */

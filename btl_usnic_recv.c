@@ -200,7 +200,7 @@ static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_bt
         return NULL;
     }
     const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
-    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host32(hdr->sender_id));
+    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host64(hdr->sender));
     if (NULL == ep || NULL == ep->rx.rcvd) {
         count_drop(eng, OPAL_BTL_USNIC_DROP_UNKNOWN_PEER);
         return NULL;
@@ -452,7 +452,7 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opa
     if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len)) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
-    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host32(hdr->sender_id));
+    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host64(hdr->sender));
     if (NULL == ep || NULL == ep->rx.rcvd) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }

@@ -109,7 +109,7 @@ static const uint32_t fz_tx_isns[2] = {0, 0xfffffffeu};
 #define FZ_NREGIONS 3
 static const struct {
     size_t size;
-    uint32_t peer;
+    uint64_t peer;
     bool dead;
 } fz_regions[FZ_NREGIONS] = {
     {256, 1, false},
@@ -154,7 +154,7 @@ typedef struct {
     bool authentic;            /* its tag verifies under its sender's key */
     bool replay;               /* ... but its nonce was taken before (or is too old) */
     uint8_t type, tag;
-    uint32_t peer;
+    uint64_t peer;
     opal_btl_usnic_endpoint_t *ep;
     uint32_t seq;
     opal_btl_usnic_seq_class_t cls;
@@ -252,8 +252,8 @@ static void fix_up(uint8_t *buf, size_t len)
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
     h->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h->version = OPAL_BTL_USNIC_PROTO_VERSION;
-    uint32_t sender = opal_btl_usnic_host32(h->sender_id) % 4;
-    h->sender_id = opal_btl_usnic_wire32(sender);
+    uint32_t sender = opal_btl_usnic_host64(h->sender) % 4;
+    h->sender = opal_btl_usnic_wire64(sender);
     opal_btl_usnic_endpoint_t *ep = fx_lookup(&S.fx.eng, sender);
     if (NULL != ep) {
         h->seq = opal_btl_usnic_wire32(ep->rx.next_expected + opal_btl_usnic_host32(h->seq));
@@ -271,7 +271,7 @@ static void fix_up(uint8_t *buf, size_t len)
 }
 
 /* The rules of btl_usnic_put.c, restated */
-static opal_btl_usnic_put_verdict_t put_verdict(uint32_t id, uint64_t key, uint32_t peer, uint64_t addr, size_t len)
+static opal_btl_usnic_put_verdict_t put_verdict(uint32_t id, uint64_t key, uint64_t peer, uint64_t addr, size_t len)
 {
     if (id >= FZ_NREGIONS || key != S.region[id].handle.key ||
         (OPAL_BTL_USNIC_ANY_PEER != fz_regions[id].peer && peer != fz_regions[id].peer)) {
@@ -296,7 +296,7 @@ static void frame_classify(fz_frame_t *f)
     f->type = h->type;
     f->tag = h->tag;
     f->payload = opal_btl_usnic_host16(h->payload_len);
-    f->peer = opal_btl_usnic_host32(h->sender_id);
+    f->peer = opal_btl_usnic_host64(h->sender);
     f->ep = fx_lookup(&S.fx.eng, f->peer);
     f->seq = opal_btl_usnic_host32(h->seq);
     if (NULL == f->ep) {
@@ -438,7 +438,7 @@ static void fz_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     for (int d = 0; d < S.depth; ++d) {
         frame_absorb(S.stack[d]); /* marked received before any upcall */
     }
-    uint32_t peer = ep->peer_id;
+    uint64_t peer = ep->peer_id;
     FZ_CHECK(peer >= 1 && peer <= FZ_NPEERS && ep == S.ep[peer]);
     FZ_CHECK(!S.in_upcall[peer]); /* nothing overtakes the fragment the PML is looking at */
     fz_expect_t *e = S.expect[peer];
@@ -607,7 +607,7 @@ static void run_record(const fz_record_t *r)
     if (!r->raw && r->len >= sizeof(opal_btl_usnic_hdr_t)) {
         opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
         uint64_t nonce = opal_btl_usnic_host64(h->nonce);
-        fx_seal(&S.fx, buf, r->len, opal_btl_usnic_host32(h->sender_id), 0 != nonce ? nonce : ++S.next_nonce);
+        fx_seal(&S.fx, buf, r->len, opal_btl_usnic_host64(h->sender), 0 != nonce ? nonce : ++S.next_nonce);
     }
     f.buf = buf;
     f.len = r->len;

@@ -106,7 +106,7 @@ static opal_btl_usnic_hdr_t hdr(uint8_t type, uint32_t sender, uint32_t seq, siz
     h.magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h.version = OPAL_BTL_USNIC_PROTO_VERSION;
     h.type = type;
-    h.sender_id = opal_btl_usnic_wire32(sender);
+    h.sender = opal_btl_usnic_wire64(sender);
     h.seq = opal_btl_usnic_wire32(seq);
     h.payload_len = opal_btl_usnic_wire16((uint16_t) payload);
     h.tag = tag;

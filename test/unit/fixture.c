@@ -143,7 +143,7 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
 {
     memset(p, 0, sizeof(*p));
     p->protect = OPAL_BTL_USNIC_PROTECT_FULL; /* what production uses: every test authenticates */
-    p->my_id = 0;
+    p->my_name = 0;
     p->prefix = 0;
     p->mtu = FX_MTU;
     p->tiny_mtu = FX_TINY_MTU;
@@ -213,8 +213,8 @@ opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window
     }
     ep->peer_id = peer_id;
     uint8_t tx[OPAL_BTL_USNIC_KEY_BYTES], rx[OPAL_BTL_USNIC_KEY_BYTES];
-    fx_key(fx->eng.p.my_id, peer_id, tx);
-    fx_key(peer_id, fx->eng.p.my_id, rx);
+    fx_key(fx->eng.p.my_name, peer_id, tx);
+    fx_key(peer_id, fx->eng.p.my_name, rx);
     opal_btl_usnic_endpoint_set_keys(ep, fx_mac_alg(), tx, rx);
     if (peer_id < FX_MAX_PEERS) {
         fx->peers[peer_id] = ep;
@@ -244,7 +244,7 @@ void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
     OBJ_RELEASE(ep);
 }
 
-opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint32_t sender_id)
+opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint64_t sender_id)
 {
     fx_t *fx = fx_of(eng);
     return (sender_id < FX_MAX_PEERS) ? fx->peers[sender_id] : NULL;
@@ -410,7 +410,7 @@ void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce
     }
     uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
     opal_btl_usnic_mac_t m;
-    fx_key(sender, fx->eng.p.my_id, key);
+    fx_key(sender, fx->eng.p.my_name, key);
     opal_btl_usnic_mac_init(&m, fx_mac_alg(), key);
     h->nonce = opal_btl_usnic_wire64(nonce);
     memset(h->mac, 0, sizeof(h->mac));
@@ -434,7 +434,7 @@ void fx_recv(fx_t *fx, const void *buf, size_t len)
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     if (OPAL_BTL_USNIC_PROTECT_NONE != fx->eng.p.protect && len >= sizeof(opal_btl_usnic_hdr_t)) {
-        fx_seal(fx, copy, len, opal_btl_usnic_host32(((opal_btl_usnic_hdr_t *) copy)->sender_id), ++fx->seal_nonce);
+        fx_seal(fx, copy, len, (uint32_t) opal_btl_usnic_host64(((opal_btl_usnic_hdr_t *) copy)->sender), ++fx->seal_nonce);
     }
     fx_recv_raw(fx, copy, len);
     free(copy);
@@ -449,7 +449,7 @@ static void hdr_build(opal_btl_usnic_hdr_t *h, uint32_t sender, uint8_t type, ui
     h->magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     h->version = OPAL_BTL_USNIC_PROTO_VERSION;
     h->type = type;
-    h->sender_id = opal_btl_usnic_wire32(sender);
+    h->sender = opal_btl_usnic_wire64(sender);
     h->seq = opal_btl_usnic_wire32(seq);
     h->ack_seq = 0;
     h->payload_len = opal_btl_usnic_wire16((uint16_t) payload);

@@ -46,8 +46,8 @@
 #define FX_MTU 1472
 #define FX_TINY_MTU 768
 #define FX_MAX_SEND 65536
-#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 48 */
-#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 60 */
+#define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 52 */
+#define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 64 */
 #define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1424 */
 #define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1412 */
 #define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 720 */
@@ -135,7 +135,7 @@ fx_t *fx_of(opal_btl_usnic_engine_t *eng);
 opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window, opal_btl_usnic_seq_t local_isn,
                                      opal_btl_usnic_seq_t peer_isn);
 void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep);
-opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint32_t sender_id);
+opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint64_t sender_id);
 
 /* Posts */
 fx_post_t *fx_last_post(fx_t *fx);

@@ -251,7 +251,7 @@ static void incast_init(incast_t *s, uint32_t capacity)
     for (uint32_t i = 0; i < SENDERS; ++i) {
         opal_btl_usnic_engine_params_t p;
         fx_params_default(&p);
-        p.my_id = i + 1;
+        p.my_name = i + 1;
         fx_init(&s->tx[i], &p);
         fx_set_time(&s->tx[i], s->rx.now);
         s->to_rx[i] = fx_ep_new(&s->tx[i], 0, WINDOW, ISN, 0);

@@ -485,7 +485,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
 {
     opal_btl_usnic_engine_params_t p;
     fx_params_default(&p);
-    p.my_id = (uint32_t) id;
+    p.my_name = (uint32_t) id;
     p.ack_iteration_delay = 4;
     p.rto_initial = SIM_RTO_INITIAL;
     p.rto_min = SIM_RTO_MIN;

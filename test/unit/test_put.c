@@ -141,8 +141,8 @@ static void pair_init(pair_t *p)
     opal_btl_usnic_engine_params_t pa, pb;
     fx_params_default(&pa);
     fx_params_default(&pb);
-    pa.my_id = 0;
-    pb.my_id = 1;
+    pa.my_name = 0;
+    pb.my_name = 1;
     pa.gather_send = true; /* PUT segments reference the source, as over the udp provider */
     fx_init(&p->a, &pa);
     fx_init(&p->b, &pb);
@@ -298,7 +298,7 @@ static size_t build_put(uint8_t *buf, uint32_t seq, uint32_t region, uint64_t ke
     ph->hdr.magic = opal_btl_usnic_wire16(OPAL_BTL_USNIC_MAGIC);
     ph->hdr.version = OPAL_BTL_USNIC_PROTO_VERSION;
     ph->hdr.type = OPAL_BTL_USNIC_PKT_PUT;
-    ph->hdr.sender_id = 0; /* the nonce and the tag: fx_recv seals */
+    ph->hdr.sender = 0; /* the nonce and the tag: fx_recv seals */
     ph->hdr.seq = opal_btl_usnic_wire32(seq);
     ph->hdr.payload_len = opal_btl_usnic_wire16((uint16_t) len);
     ph->region_id = opal_btl_usnic_wire32(region);
@@ -335,7 +335,7 @@ static void test_put_forged_rejected(void)
     /* a genuine key from a peer the region was not registered for */
     opal_btl_usnic_endpoint_t *other = fx_ep_new(&p.b, 2, 64, 0, 0);
     build_put(buf, 0, p.handle.region_id, p.handle.key, base, data, sizeof(data));
-    ((opal_btl_usnic_hdr_t *) buf)->sender_id = opal_btl_usnic_wire32(2);
+    ((opal_btl_usnic_hdr_t *) buf)->sender = opal_btl_usnic_wire64(2);
     fx_recv(&p.b, buf, sizeof(opal_btl_usnic_put_hdr_t) + sizeof(data));
     CHECK_EQ_U(p.b.eng.stats.num_drop_bad_put, n + 1);
     CHECK_EQ_U(p.b.eng.stats.num_put_recvs, 0);

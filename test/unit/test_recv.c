@@ -39,7 +39,7 @@ static void rx(fx_t *fx, uint32_t seq)
 static opal_btl_usnic_fast_t fast(fx_t *fx, uint8_t *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
 {
     if (len >= sizeof(opal_btl_usnic_hdr_t)) {
-        fx_seal(fx, buf, len, opal_btl_usnic_host32(((opal_btl_usnic_hdr_t *) buf)->sender_id), ++fx->seal_nonce);
+        fx_seal(fx, buf, len, (uint32_t) opal_btl_usnic_host64(((opal_btl_usnic_hdr_t *) buf)->sender), ++fx->seal_nonce);
     }
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
     return opal_btl_usnic_recv_fast(&fx->eng, fx_lookup, buf, len, ep_p);

@@ -119,7 +119,7 @@ static void test_send_small_via_queue(void)
     CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_FRAG);
     CHECK_EQ(h->tag, 0x21);
     CHECK_EQ_U(opal_btl_usnic_host32(h->seq), ISN);
-    CHECK_EQ_U(opal_btl_usnic_host32(h->sender_id), fx.eng.p.my_id);
+    CHECK_EQ_U(opal_btl_usnic_host64(h->sender), fx.eng.p.my_name);
     CHECK_EQ(opal_btl_usnic_hdr_check(p->bytes, p->len), OPAL_BTL_USNIC_VALID);
     CHECK_MEM(p->bytes + FX_HDR, want, 1000);
     CHECK_EQ(cb.calls, 1); /* all of it is in our buffer: the PML may go on */
@@ -666,10 +666,10 @@ static void test_send_interop_different_mtus(void)
         opal_btl_usnic_engine_params_t pa, pb;
         fx_params_default(&pa);
         fx_params_default(&pb);
-        pa.my_id = 0;
+        pa.my_name = 0;
         pa.mtu = 9000;
         pa.tiny_mtu = 1500;
-        pb.my_id = 1;
+        pb.my_name = 1;
         fx_t a, b;
         fx_init(&a, &pa);
         fx_init(&b, &pb);

@@ -218,14 +218,15 @@ static void test_seq_wire_layout(void)
 {
     fx_t fx;
     fx_init(&fx, NULL);
-    fx.eng.p.my_id = 0x01020304u;
+    fx.eng.p.my_name = 0x0102030405060708ull;
     uint8_t buf[64];
     memset(buf, 0xee, sizeof(buf));
     opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
     opal_btl_usnic_hdr_fill(&fx.eng, h, OPAL_BTL_USNIC_PKT_FRAG, 0xa1b2c3d4u, 0x1234, 0x42);
-    static const uint8_t want[48] = {
+    static const uint8_t want[52] = {
         0x53, 0x55, OPAL_BTL_USNIC_PROTO_VERSION, OPAL_BTL_USNIC_PKT_FRAG,
-        0x04, 0x03, 0x02, 0x01,       /* sender id */
+        0x08, 0x07, 0x06, 0x05,       /* sender id: vpid, */
+        0x04, 0x03, 0x02, 0x01,       /* then jobid */
         0xd4, 0xc3, 0xb2, 0xa1,       /* seq */
         0x00, 0x00, 0x00, 0x00,       /* ack */
         0x34, 0x12, 0x42, 0x00,       /* payload length, tag, flags */
@@ -234,15 +235,15 @@ static void test_seq_wire_layout(void)
         0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* tag: set when sealed */
     };
     CHECK_MEM(buf, want, sizeof(want));
-    CHECK_EQ(buf[48], 0xee); /* nothing beyond the header written */
-    CHECK_EQ(sizeof(opal_btl_usnic_hdr_t), 48);
-    CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, nonce), 24);
-    CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, mac), 32);
-    CHECK_EQ(sizeof(opal_btl_usnic_chunk_hdr_t), 60);
-    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_id), 48);
-    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_size), 52);
-    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_offset), 56);
-    CHECK_EQ(sizeof(opal_btl_usnic_put_hdr_t), 68);
+    CHECK_EQ(buf[52], 0xee); /* nothing beyond the header written */
+    CHECK_EQ(sizeof(opal_btl_usnic_hdr_t), 52);
+    CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, nonce), 28);
+    CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, mac), 36);
+    CHECK_EQ(sizeof(opal_btl_usnic_chunk_hdr_t), 64);
+    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_id), 52);
+    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_size), 56);
+    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_offset), 60);
+    CHECK_EQ(sizeof(opal_btl_usnic_put_hdr_t), 72);
     CHECK_STR(opal_btl_usnic_seg_type_name(OPAL_BTL_USNIC_PKT_FRAG), "FRAG");
     CHECK_STR(opal_btl_usnic_seg_type_name(OPAL_BTL_USNIC_PKT_CHUNK), "CHUNK");
     CHECK_STR(opal_btl_usnic_seg_type_name(OPAL_BTL_USNIC_PKT_ACK), "ACK");
@@ -258,9 +259,9 @@ static void test_seq_engine_sizes(void)
 {
     fx_t fx;
     fx_init(&fx, NULL);
-    CHECK_EQ(fx.eng.max_frag_payload, FX_MTU - 48);
-    CHECK_EQ(fx.eng.max_chunk_payload, FX_MTU - 60);
-    CHECK_EQ(fx.eng.max_tiny_payload, FX_TINY_MTU - 48);
+    CHECK_EQ(fx.eng.max_frag_payload, FX_MTU - 52);
+    CHECK_EQ(fx.eng.max_chunk_payload, FX_MTU - 64);
+    CHECK_EQ(fx.eng.max_tiny_payload, FX_TINY_MTU - 52);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
     CHECK(fx_all_recycled(&fx));

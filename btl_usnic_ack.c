@@ -672,8 +672,9 @@ void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
 }
 
-/* Post one explicit ACK to |ep|.  Returns OPAL_SUCCESS or the post error. */
-static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+/* Post one explicit ACK to |ep|, with |flags| added (BYE).  Returns
+ * OPAL_SUCCESS or the post error. */
+static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
 {
     opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(eng);
     if (NULL == seg) {
@@ -682,7 +683,7 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
     opal_btl_usnic_hdr_fill(eng, seg->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
     opal_btl_usnic_ack_stamp(eng, ep, seg->hdr);
-    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW;
+    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
     seg->wire_len = sizeof(opal_btl_usnic_hdr_t);
     seg->ep = ep;
     /* ACKs are never ACKed: the segment is recyclable once the provider
@@ -714,7 +715,7 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
             if (eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
                 break;
             }
-            int rc = ack_send(eng, ep);
+            int rc = ack_send(eng, ep, 0);
             if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
                 OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
                 break;
@@ -729,4 +730,32 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
         item = next;
     }
     return posted;
+}
+
+/* ----- goodbye ----- */
+
+int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->failed || ep->departed || eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_BYE);
+    if (OPAL_SUCCESS == rc) {
+        opal_btl_usnic_ack_forget(eng, ep);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_bye_sends);
+    }
+    return rc;
+}
+
+void opal_btl_usnic_peer_departed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    OPAL_BTL_USNIC_STAT_INC(eng, num_bye_recvs);
+    /* Its ACK fields were taken first: whatever it did not confirm, it
+     * never will.  A finalized peer took every message MPI matched (both
+     * sides were past MPI_Comm_disconnect or the finalize fence), so these
+     * are the last ACK-less copies of a protocol's tail, not user data. */
+    eng->stats.num_departed_unacked += opal_btl_usnic_endpoint_in_flight(ep);
+    ep->departed = true;
+    ep->failed = true; /* sends to it fail from now on, without a dead-peer report */
+    opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
 }

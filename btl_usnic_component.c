@@ -250,12 +250,13 @@ static void create_modules(struct fi_info *list)
         }
         snprintf(module->local_modex.if_name, sizeof(module->local_modex.if_name), "%.15s", module->if_name);
         c->modules[c->num_modules++] = module;
-        opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u",
+        opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u, "
+                               "job 0x%x",
                                (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, info->fabric_attr->name,
                                module->provider,
                                module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
                                module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu, module->local_modex.window,
-                               module->chan[0].port, module->chan[1].port);
+                               module->chan[0].port, module->chan[1].port, (unsigned) OPAL_PROC_MY_NAME.jobid);
     }
 }
 

@@ -18,6 +18,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->peer_id = 0;
     ep->peer_addr[0] = ep->peer_addr[1] = 0;
     ep->failed = false;
+    ep->departed = false;
     OBJ_CONSTRUCT(&ep->tx.queue, opal_list_t);
     OBJ_CONSTRUCT(&ep->tx.rts_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->rx.ack_item, opal_list_item_t);

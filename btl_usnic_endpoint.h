@@ -25,6 +25,7 @@ typedef struct mca_btl_base_endpoint_t {
     uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
     uint64_t peer_addr[2];               /* provider address per channel */
     bool failed;                         /* unreachable: fail all sends */
+    bool departed;                       /* said goodbye (BYE): finalized, takes nothing more */
 
     /* tx: invariant acked_seq + 1 <= seq of every un-ACKed segment < next_seq,
      * next_seq - (acked_seq + 1) <= window.  sent[s % window] holds the

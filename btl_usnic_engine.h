@@ -258,6 +258,16 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
                                                        opal_btl_usnic_seq_t seq);
 
 /**
+ * Say goodbye to |ep| (at finalize): an ACK of everything we hold, flagged
+ * BYE, so that the peer stops waiting for ACKs a finalized process will
+ * never send.  OPAL_ERR_TEMP_OUT_OF_RESOURCE if it cannot be posted now.
+ */
+int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
+/* |ep| said goodbye: release what it never ACKed, refuse it from now on */
+void opal_btl_usnic_peer_departed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
+/**
  * Process one datagram (|len| bytes at |buf|, provider prefix skipped) that
  * arrived on some channel.  Validates it, finds the sender through
  * |lookup|, handles ACK information, accepts or drops the segment, delivers

@@ -420,6 +420,7 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
                     (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
                     opal_list_get_size(&ep->tx.queue), ep->tx.peer_credit, ep->window, (unsigned) rx.next_expected,
-                    rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed, ep->failed ? " FAILED" : "");
+                    rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
+                    ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }
 }

@@ -1252,8 +1252,26 @@ static int usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, str
     return rc;
 }
 
+static void drain_send_completions(opal_btl_usnic_module_t *module);
+
+/* Open MPI releases peers only when we finalize: tell each one we leave,
+ * with our last ACK, so that a peer that lives on (a parent whose spawned
+ * children exit, the other side of a connect/accept) does not wait for
+ * ACKs we will never send and declare us dead.  Three copies: one lost
+ * goodbye must not cost the peer its btl_usnic_peer_timeout. */
+static void say_goodbye(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    for (int copy = 0; copy < 3 && !ep->failed; ++copy) {
+        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == opal_btl_usnic_bye_send(&module->eng, ep)) {
+            drain_send_completions(module); /* reap posted sends for credits, then once more */
+            (void) opal_btl_usnic_bye_send(&module->eng, ep);
+        }
+    }
+}
+
 static void endpoint_release(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
+    say_goodbye(module, ep);
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
     peer_unregister(module, ep);
     opal_list_remove_item(&module->all_endpoints, &ep->super);

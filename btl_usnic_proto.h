@@ -98,6 +98,8 @@ enum {
                                                  gave the receiver a segment it lacked (a real loss) */
 #define OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW 0x02 /* the ACK reports arrivals since the last one we sent:
                                                 only such ACKs can count as duplicate ACKs */
+#define OPAL_BTL_USNIC_HDR_FLAG_BYE 0x80     /* on an ACK: the sender is leaving (MPI_Finalize) and will
+                                                ACK nothing more; this ACK is its last word */
 
 #define OPAL_BTL_USNIC_MAC_BYTES 16
 
@@ -167,7 +169,8 @@ static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
     X(BAD_MAC,     "tag does not authenticate it: forged, corrupt or another job's") \
     X(REPLAY,      "an authentic datagram taken before (or too old to tell)") \
     X(BAD_CHUNK,   "chunk offset or size out of range") \
-    X(BAD_PUT,     "PUT outside a live registered region")
+    X(BAD_PUT,     "PUT outside a live registered region") \
+    X(DEPARTED,    "from a peer that said it left (a late copy)")
 
 enum {
 #define OPAL_BTL_USNIC_DROP_ENUM(name, text) OPAL_BTL_USNIC_DROP_##name,

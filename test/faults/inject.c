@@ -26,11 +26,11 @@
 
 typedef struct {
     const char *name;
-    size_t (*build)(uint8_t *buf, uint32_t sender, unsigned round);
+    size_t (*build)(uint8_t *buf, uint64_t sender, unsigned round);
     bool own_source; /* from the tool's own socket, not the claimed sender's port */
 } forgery_t;
 
-static void header(opal_btl_usnic_hdr_t *h, uint8_t type, uint32_t sender, uint32_t seq, uint16_t payload)
+static void header(opal_btl_usnic_hdr_t *h, uint8_t type, uint64_t sender, uint32_t seq, uint16_t payload)
 {
     memset(h, 0, sizeof(*h));
     h->magic = htole16(OPAL_BTL_USNIC_MAGIC);
@@ -40,12 +40,12 @@ static void header(opal_btl_usnic_hdr_t *h, uint8_t type, uint32_t sender, uint3
     for (size_t i = 0; i < sizeof(h->mac); ++i) {
         h->mac[i] = (uint8_t) rand(); /* no key: a guess */
     }
-    h->sender_id = htole32(sender);
+    h->sender = htole64(sender);
     h->seq = htole32(seq);
     h->payload_len = htole16(payload);
 }
 
-static size_t garbage(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t garbage(uint8_t *buf, uint64_t sender, unsigned round)
 {
     (void) sender;
     size_t len = 1 + (round * 97u) % 1400u;
@@ -55,26 +55,26 @@ static size_t garbage(uint8_t *buf, uint32_t sender, unsigned round)
     return len;
 }
 
-static size_t truncated(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t truncated(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, 0, 100);
     return round % sizeof(opal_btl_usnic_hdr_t); /* shorter than the header */
 }
 
-static size_t short_payload(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t short_payload(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, round, 1000);
     return sizeof(opal_btl_usnic_hdr_t) + 10; /* says 1000 bytes, carries 10 */
 }
 
-static size_t bad_magic(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t bad_magic(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, round, 0);
     ((opal_btl_usnic_hdr_t *) buf)->magic = htole16(0xbeef);
     return sizeof(opal_btl_usnic_hdr_t);
 }
 
-static size_t bad_version(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t bad_version(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, round, 0);
     ((opal_btl_usnic_hdr_t *) buf)->version = 99;
@@ -83,28 +83,29 @@ static size_t bad_version(uint8_t *buf, uint32_t sender, unsigned round)
 
 /* Well formed, from the claimed sender's own port, but with a tag made
  * without its key: what another job, or anyone who guesses, can send */
-static size_t guessed_tag(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t guessed_tag(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, round, 4);
     memcpy(buf + sizeof(opal_btl_usnic_hdr_t), "evil", 4);
     return sizeof(opal_btl_usnic_hdr_t) + 4;
 }
 
-static size_t bad_type(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t bad_type(uint8_t *buf, uint64_t sender, unsigned round)
 {
     header((opal_btl_usnic_hdr_t *) buf, 77, sender, round, 0);
     return sizeof(opal_btl_usnic_hdr_t);
 }
 
-static size_t unknown_sender(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t unknown_sender(uint8_t *buf, uint64_t sender, unsigned round)
 {
-    (void) sender;
-    header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, 1000000 + round, round, 0);
+    /* a vpid our job does not have, or a rank of a job never connected */
+    uint64_t job = (0 == round % 2) ? (sender >> 32) : (sender >> 32) ^ 0x8000u;
+    header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, (job << 32) | (1000000 + round), round, 0);
     return sizeof(opal_btl_usnic_hdr_t);
 }
 
 /* A real sender's id, from somewhere else: fails the source check */
-static size_t wrong_source(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t wrong_source(uint8_t *buf, uint64_t sender, unsigned round)
 {
     return guessed_tag(buf, sender, round);
 }
@@ -117,7 +118,7 @@ static size_t oversized_len(unsigned round)
     return sizes[round % (sizeof(sizes) / sizeof(sizes[0]))];
 }
 
-static size_t oversized_garbage(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t oversized_garbage(uint8_t *buf, uint64_t sender, unsigned round)
 {
     (void) sender;
     size_t len = oversized_len(round);
@@ -129,7 +130,7 @@ static size_t oversized_garbage(uint8_t *buf, uint32_t sender, unsigned round)
 
 /* Its head is a well-formed little fragment: only its length betrays it
  * (the provider delivers the head of a datagram that does not fit). */
-static size_t oversized_valid_head(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t oversized_valid_head(uint8_t *buf, uint64_t sender, unsigned round)
 {
     size_t len = oversized_len(round);
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_FRAG, sender, 0x40000000u + round * 977u, 4);
@@ -137,7 +138,7 @@ static size_t oversized_valid_head(uint8_t *buf, uint32_t sender, unsigned round
     return len;
 }
 
-static size_t chunk_out_of_range(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t chunk_out_of_range(uint8_t *buf, uint64_t sender, unsigned round)
 {
     opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) buf;
     header(&ch->hdr, OPAL_BTL_USNIC_PKT_CHUNK, sender, round, 64);
@@ -148,7 +149,7 @@ static size_t chunk_out_of_range(uint8_t *buf, uint32_t sender, unsigned round)
     return sizeof(*ch) + 64;
 }
 
-static size_t ack_with_payload(uint8_t *buf, uint32_t sender, unsigned round)
+static size_t ack_with_payload(uint8_t *buf, uint64_t sender, unsigned round)
 {
     (void) round;
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_ACK, sender, 0, 8);
@@ -172,9 +173,9 @@ static const forgery_t forgeries[] = {
 };
 
 /* Send |len| bytes to the port at |to| (rank to / 2, channel to % 2),
- * claiming rank |sender|: from its port of the same channel, or from our
+ * claiming rank |vpid|: from its port of the same channel, or from our
  * own socket |own| */
-static bool send_one(int raw, int own, const rawudp_ports_t *ports, int to, uint32_t sender, bool own_source,
+static bool send_one(int raw, int own, const rawudp_ports_t *ports, int to, uint32_t vpid, bool own_source,
                      const uint8_t *buf, size_t len)
 {
     uint16_t dport = ports->port[to];
@@ -186,7 +187,7 @@ static bool send_one(int raw, int own, const rawudp_ports_t *ports, int to, uint
         dst.sin_port = htons(dport);
         return sendto(own, buf, len, 0, (struct sockaddr *) &dst, sizeof(dst)) >= 0;
     }
-    uint16_t sport = ports->port[2 * (int) sender + to % 2];
+    uint16_t sport = ports->port[2 * (int) vpid + to % 2];
     return rawudp_send(raw, sport, dport, buf, len);
 }
 
@@ -201,7 +202,12 @@ int main(int argc, char **argv)
     int nranks = ports.n / 2;
     int raw = rawudp_open_tx("inject");
     int own = socket(AF_INET, SOCK_DGRAM, 0);
+    uint32_t jobid = 0;
     if (raw < 0 || own < 0) {
+        return 1;
+    }
+    if (!rawudp_learn_jobid(&ports, 10000, &jobid)) {
+        fprintf(stderr, "inject: saw no datagram of the job in 10 s: its job id is unknown\n");
         return 1;
     }
     srand(12345);
@@ -212,9 +218,9 @@ int main(int argc, char **argv)
             size_t len = 0;
             for (int to = 0; to < ports.n; ++to) {
                 /* another rank than the destination's */
-                uint32_t sender = (uint32_t) ((to / 2 + 1 + (int) r % (nranks > 1 ? nranks - 1 : 1)) % nranks);
-                len = forgeries[k].build(buf, sender, r);
-                sent += send_one(raw, own, &ports, to, sender, forgeries[k].own_source, buf, len);
+                uint32_t vpid = (uint32_t) ((to / 2 + 1 + (int) r % (nranks > 1 ? nranks - 1 : 1)) % nranks);
+                len = forgeries[k].build(buf, ((uint64_t) jobid << 32) | vpid, r);
+                sent += send_one(raw, own, &ports, to, vpid, forgeries[k].own_source, buf, len);
             }
             if (0 == r % 16 || len > 2048) {
                 usleep(1000); /* stay below the kernel's socket buffer */

@@ -138,6 +138,39 @@ static inline const uint8_t *rawudp_next(int rx, const rawudp_ports_t *ports, in
     return (const uint8_t *) (udp + 1);
 }
 
+static inline double rawudp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double) ts.tv_sec + 1e-6 * (double) ts.tv_nsec;
+}
+
+/* The job id of the job's datagrams: the high half of the sender id in
+ * the first one seen between two job ports within |wait_ms| (what an
+ * on-path attacker reads; a local user computes it from mpirun's pid and
+ * the host name).  Include btl_usnic_proto.h first.  false if none came. */
+static inline bool rawudp_learn_jobid(const rawudp_ports_t *ports, int wait_ms, uint32_t *jobid_p)
+{
+    int rx = rawudp_open_rx("rawudp_learn_jobid");
+    if (rx < 0) {
+        return false;
+    }
+    bool found = false;
+    double end = rawudp_now_ms() + wait_ms;
+    while (!found && rawudp_now_ms() < end) {
+        uint16_t sport, dport;
+        size_t len = 0;
+        const uint8_t *p = rawudp_next(rx, ports, 50, &sport, &dport, &len);
+        if (NULL != p && len >= sizeof(opal_btl_usnic_hdr_t) &&
+            OPAL_BTL_USNIC_MAGIC == le16toh(((const opal_btl_usnic_hdr_t *) p)->magic)) {
+            *jobid_p = (uint32_t) (le64toh(((const opal_btl_usnic_hdr_t *) p)->sender) >> 32);
+            found = true;
+        }
+    }
+    close(rx);
+    return found;
+}
+
 /* Send |len| bytes from 127.0.0.1:|sport| to 127.0.0.1:|dport| (checksum 0
  * = none: loopback's may be only partial).  Returns whether it left. */
 static inline bool rawudp_send(int fd, uint16_t sport, uint16_t dport, const void *payload, size_t len)
@@ -161,11 +194,5 @@ static inline bool rawudp_send(int fd, uint16_t sport, uint16_t dport, const voi
     return sendto(fd, pkt, total, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) total;
 }
 
-static inline double rawudp_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double) ts.tv_sec + 1e-6 * (double) ts.tv_nsec;
-}
 
 #endif /* USNIC_TEST_RAWUDP_H */

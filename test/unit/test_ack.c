@@ -1070,6 +1070,101 @@ static void test_ack_forget_on_teardown(void)
     fx_fini(&fx);
 }
 
+/* ---------------- goodbye (BYE) ---------------- */
+
+/* Our goodbye: one explicit ACK of everything received, flagged BYE, on
+ * the priority channel; nothing more owed afterwards */
+static void test_bye_send_is_final_ack(void)
+{
+    opal_btl_usnic_engine_params_t p = sched_params();
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
+    rx_frag(&fx, PEER_ISN);
+    rx_frag(&fx, PEER_ISN + 1);
+    CHECK(ep->rx.ack_owed);
+    CHECK_EQ(opal_btl_usnic_bye_send(&fx.eng, ep), OPAL_SUCCESS);
+    CHECK_EQ(fx.nposts, 1);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[0]);
+    CHECK_EQ(h->type, OPAL_BTL_USNIC_PKT_ACK);
+    CHECK(h->flags & OPAL_BTL_USNIC_HDR_FLAG_BYE);
+    CHECK(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->ack_seq), PEER_ISN + 1);
+    CHECK_EQ(fx.posts[0].channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    CHECK(!ep->rx.ack_owed);
+    CHECK_EQ_U(fx.eng.stats.num_bye_sends, 1);
+    for (int i = 0; i < 5; ++i) {
+        opal_btl_usnic_engine_progress(&fx.eng);
+    }
+    CHECK_EQ(fx.nposts, 1); /* no explicit ACK after it */
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* The peer's goodbye: its ACK is taken, what it left un-ACKed is released
+ * (counted), its timer stops, it is marked failed, and its later datagrams
+ * (another copy of the goodbye, a late data segment) are dropped as
+ * departed, not as invalid and never delivered */
+static void test_bye_recv_releases_and_refuses(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    size_t full = small_avail(&fx);
+    opal_btl_usnic_send_seg_t *segs[4];
+    FX_SEND_TINY(&fx, ep, 4, segs);
+    fx_complete_all(&fx);
+    uint8_t buf[FX_MTU];
+    size_t len = fx_build_ack(buf, PEER, ISN + 1);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_BYE;
+    fx_recv(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_bye_recvs, 1);
+    CHECK_EQ_U(ep->tx.acked_seq, ISN + 3);              /* everything released */
+    CHECK_EQ_U(fx.eng.stats.num_departed_unacked, 2); /* two of them by the goodbye, not by its ACK */
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ(small_avail(&fx), full);
+    CHECK(ep->departed);
+    CHECK(!fx_run_to_timeout(&fx)); /* no timer left to fire */
+    CHECK_EQ(fx.nposts, 4);
+    CHECK(ep->failed); /* the module fails sends to it (btl_usnic_module.c) */
+    /* its later datagrams: dropped as departed, not invalid, not delivered */
+    fx_recv(&fx, buf, len);
+    uint32_t seq = PEER_ISN;
+    fx_recv(&fx, buf, fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq)));
+    CHECK_EQ_U(fx.eng.stats.num_drop_departed, 2);
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 0);
+    CHECK_EQ_U(fx.eng.stats.num_bye_recvs, 1);
+    CHECK_EQ(fx.ndels, 0);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A forged goodbye (wrong tag) changes nothing */
+static void test_bye_forged_ignored(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[2];
+    FX_SEND_TINY(&fx, ep, 2, segs);
+    uint8_t buf[FX_MTU];
+    size_t len = fx_build_ack(buf, PEER, ISN - 1);
+    ((opal_btl_usnic_hdr_t *) buf)->flags |= OPAL_BTL_USNIC_HDR_FLAG_BYE;
+    fx_seal(&fx, buf, len, PEER, 77);
+    buf[len - 1] ^= 1; /* the tag no longer matches */
+    fx_recv_raw(&fx, buf, len);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, 1);
+    CHECK(!ep->departed);
+    CHECK_EQ_U(fx.eng.stats.num_bye_recvs, 0);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 2);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_across_wrap),
           UNIT_TEST(test_ack_duplicate_one_fast_retransmit_per_value), UNIT_TEST(test_ack_stale_ignored),
           UNIT_TEST(test_ack_beyond_sent_ignored_and_counted), UNIT_TEST(test_ack_before_send_completion),
@@ -1081,4 +1176,5 @@ UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_acr
           UNIT_TEST(test_ack_piggyback_not_paid_on_backpressure), UNIT_TEST(test_ack_waits_for_priority_credit),
           UNIT_TEST(test_ack_urgent_on_duplicates), UNIT_TEST(test_ack_urgent_after_half_window), UNIT_TEST(test_completion_inside_post),
           UNIT_TEST(test_ack_waits_for_time_too), UNIT_TEST(test_ack_ticks_and_time_both_count),
-          UNIT_TEST(test_ack_forget_on_teardown))
+          UNIT_TEST(test_ack_forget_on_teardown), UNIT_TEST(test_bye_send_is_final_ack),
+          UNIT_TEST(test_bye_recv_releases_and_refuses), UNIT_TEST(test_bye_forged_ignored))

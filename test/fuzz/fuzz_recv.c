@@ -58,7 +58,8 @@
  * one datagram is counted once; a datagram whose tag does not verify, or
  * whose nonce was taken before, changes nothing but its drop counter; only
  * an authentic valid header from a known peer with
- * a new (in-window, not yet received) sequence number is accepted, and no
+ * a new (in-window, not yet received) sequence number is accepted (never
+ * one from a peer that said goodbye, which stays gone), and no
  * (peer, seq) is ever accepted twice; a datagram that is not accepted
  * delivers nothing; an accepted FRAG, and a chunked fragment once the
  * chunks accepted for it (a shadow reassembly, each byte written once)
@@ -152,6 +153,7 @@ typedef struct {
     size_t len;
     bool valid;                /* opal_btl_usnic_hdr_check() passed */
     bool authentic;            /* its tag verifies under its sender's key */
+    bool departed;             /* its sender had said goodbye (BYE) before it came */
     bool replay;               /* ... but its nonce was taken before (or is too old) */
     uint8_t type, tag;
     uint64_t peer;
@@ -302,6 +304,7 @@ static void frame_classify(fz_frame_t *f)
     if (NULL == f->ep) {
         return;
     }
+    f->departed = f->ep->departed;
     f->cls = opal_btl_usnic_seq_classify(f->ep, f->seq);
     /* what the engine will make of its tag and nonce (full protection) */
     uint8_t *copy = (uint8_t *) malloc(f->len);
@@ -512,6 +515,9 @@ static void frame_check(fz_frame_t *f, const fz_count_t *before, const fz_count_
         FZ_CHECK(invalid >= 1);
     }
     FZ_CHECK(replays == ((f->valid && NULL != f->ep && f->replay) ? 1u : 0u));
+    if (f->departed) {
+        FZ_CHECK(!accepted && f->ep->departed); /* a peer that left takes nothing and never comes back */
+    }
     if (!accepted) {
         FZ_CHECK(0 == f->delivered); /* only an arrival that is taken can make a fragment's turn come */
     } else {
@@ -735,7 +741,8 @@ static void report(void)
             "fuzz-report: dels=%zu frag=%llu chunk=%llu fast=%llu dup=%llu old=%llu toonew=%llu busy=%llu "
             "invalid=%llu truncated=%llu magic=%llu version=%llu badsrc=%llu type=%llu unknown=%llu "
             "badchunk=%llu put=%llu putdead=%llu badput=%llu acks=%llu oldacks=%llu dupacks=%llu fastre=%llu "
-            "timeoutre=%llu held=%llu badmac=%llu replay=%llu badtag=%llu ne1=%u ne2=%u acked1=%u acked2=%u\n",
+            "timeoutre=%llu held=%llu badmac=%llu replay=%llu badtag=%llu byes=%llu departed=%llu ne1=%u ne2=%u "
+            "acked1=%u acked2=%u\n",
             S.ndelivered, (unsigned long long) st->num_frag_recvs, (unsigned long long) st->num_chunk_recvs,
             (unsigned long long) st->num_fast_recvs, (unsigned long long) st->num_dup_recvs,
             (unsigned long long) st->num_oow_low_recvs, (unsigned long long) st->num_oow_high_recvs,
@@ -750,6 +757,7 @@ static void report(void)
             (unsigned long long) st->num_fast_retrans, (unsigned long long) st->num_timeout_retrans,
             (unsigned long long) st->num_held_frags, (unsigned long long) st->num_drop_bad_mac,
             (unsigned long long) st->num_drop_replay, (unsigned long long) st->num_drop_bad_tag,
+            (unsigned long long) st->num_bye_recvs, (unsigned long long) st->num_drop_departed,
             /* progress of the receive windows and of our sends, from the ISNs */
             S.ep[1]->rx.next_expected - S.rx_isn, S.ep[2]->rx.next_expected - S.rx_isn,
             S.ep[1]->tx.acked_seq + 1 - S.tx_isn, S.ep[2]->tx.acked_seq + 1 - S.tx_isn);

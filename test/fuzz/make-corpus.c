@@ -41,6 +41,7 @@ static const uint32_t tx_isns[2] = {0, 0xfffffffeu};
 
 #define FLAG_ACK OPAL_BTL_USNIC_HDR_FLAG_ACK
 #define FLAG_ACK_NEW OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW
+#define FLAG_BYE OPAL_BTL_USNIC_HDR_FLAG_BYE
 
 typedef struct {
     uint8_t b[MAX_LEN];
@@ -468,6 +469,17 @@ static void s_ack_valid(input_t *in)
     rx_ack(in, 2, T(2), FLAG_ACK | FLAG_ACK_NEW, 0);
 }
 
+/* Peer 1 says goodbye after ACKing the first of our two segments: the
+ * second is released too, its later frame is dropped as departed, peer 2
+ * goes on */
+static void s_ack_bye(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    rx_ack(in, 1, T(0), FLAG_ACK | FLAG_ACK_NEW | FLAG_BYE, 0);
+    rx_frag(in, 1, R(0), 16, 0);
+    rx_frag(in, 2, R(0), 16, 0);
+}
+
 static void s_ack_tx_wrap(input_t *in)
 {
     config(in, 0, 0, 1, 1, 1); /* we start at 2^32 - 2 */
@@ -867,6 +879,7 @@ static const seed_t seeds[] = {
     {"chunk-too-new", s_chunk_too_new, "dels=0 chunk=0 toonew=1"},
     {"chunk-slot-reuse", s_chunk_slot_reuse, "dels=2 chunk=2 ne2=2"},
     {"ack-valid", s_ack_valid, "acks=2 acked1=2 acked2=3 invalid=0"},
+    {"ack-bye", s_ack_bye, "byes=1 departed=1 dels=1 ne1=0 ne2=1 acked1=2 invalid=0"},
     {"ack-tx-wrap", s_ack_tx_wrap, "acks=3 acked1=2 acked2=3 invalid=0"},
     {"ack-dup-fast-retransmit", s_ack_dup_fast_retransmit, "acks=3 dupacks=3 fastre=1 acked1=0"},
     {"ack-old", s_ack_old, "acks=2 oldacks=1 acked1=2"},

@@ -12,7 +12,8 @@ BUILD_PACKAGES=(
     libhwloc-dev libevent-dev libsodium-dev
 )
 # clang + libclang-rt-14-dev: the libFuzzer target; lammps hpcc python3-mpi4py
-# python3-numpy: the real MPI clients suite
+# python3-numpy: the real MPI clients suite; python3-mpi4py also the
+# dynamic-process suite (mpi4py.futures)
 TEST_PACKAGES=(valgrind netpipe-openmpi iproute2 nftables bc procps clang libclang-rt-14-dev
     lammps hpcc python3-mpi4py python3-numpy)
 

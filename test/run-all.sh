@@ -14,7 +14,9 @@
 # agent (each also shown to work against btl_usnic_protection=none),
 # duplication/reordering/forged PUTs, incast, the MPI
 # tests again under 1%, 5% and 20% UDP loss in a private network namespace,
-# real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader, and the
+# real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader, dynamic
+# processes (spawn, spawn_multiple, connect/accept, join, mpi4py.futures,
+# also under 1% loss), and the
 # randomized differential stress (random patterns, sizes and datatypes,
 # every byte checked and compared with vader, lossless, at 1% loss, with
 # duplication and reordering, on a busy host).  All
@@ -94,6 +96,7 @@ run_suite "connectivity checker across hosts (namespaces)" bash "$ROOT/test/host
 run_suite "attacks on the connectivity agent (namespaces)" bash "$ROOT/test/attack/run-agent-attacks.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
+run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash "$ROOT/test/dynamic/run-dynamic-tests.sh"
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
 
 banner "summary"

@@ -66,6 +66,8 @@ static int child_main(int argc, char **argv)
     if (size != nchildren || rsize != nparents)
         fail("child of %s: world size %d, parents %d; want %d and %d", mode,
              size, rsize, nchildren, nparents);
+    if (my_rank == 0)
+        dyn_info("child of %s cycle %d started", mode, cycle);
     if (argc > 6) {
         int *appnum = NULL, flag = 0;
         CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_APPNUM, &appnum,

@@ -185,6 +185,10 @@ typedef struct opal_btl_usnic_component_t {
     int num_modules;
     opal_btl_usnic_module_t **modules;
     opal_recursive_mutex_t lock;
+    bool lock_always;           /* lock even without MPI threads: the away thread runs */
+    int away_resend;            /* ms away before the away thread resends; 0 = no thread */
+    bool away_running;
+    uint64_t last_progress_usec; /* the last progress call (under the lock) */
     bool fastpath_ok;
     opal_event_t stats_event;
     bool stats_event_active;
@@ -193,8 +197,25 @@ typedef struct opal_btl_usnic_component_t {
 OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
 extern mca_btl_base_module_t opal_btl_usnic_module_template;
 
-#define OPAL_BTL_USNIC_LOCK() OPAL_THREAD_LOCK(&mca_btl_usnic_component.lock)
-#define OPAL_BTL_USNIC_UNLOCK() OPAL_THREAD_UNLOCK(&mca_btl_usnic_component.lock)
+/* A real lock with MPI threads, or while the away thread may run */
+#define OPAL_BTL_USNIC_LOCK()                                                  \
+    do {                                                                       \
+        if (opal_using_threads() || mca_btl_usnic_component.lock_always) {     \
+            opal_mutex_lock(&mca_btl_usnic_component.lock);                    \
+        }                                                                      \
+    } while (0)
+#define OPAL_BTL_USNIC_UNLOCK()                                                \
+    do {                                                                       \
+        if (opal_using_threads() || mca_btl_usnic_component.lock_always) {     \
+            opal_mutex_unlock(&mca_btl_usnic_component.lock);                  \
+        }                                                                      \
+    } while (0)
+
+/* The away thread (btl_usnic_away.c): resends for a process that stays
+ * out of MPI with data in flight.  Started after the modules exist,
+ * stopped before they go. */
+void opal_btl_usnic_away_start(void);
+void opal_btl_usnic_away_stop(void);
 
 #define opal_btl_usnic_verbose(level, ...) \
     opal_output_verbose(level, mca_btl_usnic_component.output, "btl:usnic: " __VA_ARGS__)

@@ -85,6 +85,7 @@ static int usnic_component_open(void)
 static int usnic_component_close(void)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_away_stop(); /* normally stopped by the first module's finalize */
     if (c->stats_event_active) {
         opal_event_del(&c->stats_event);
         c->stats_event_active = false;
@@ -432,6 +433,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     }
     modex_send(); /* after the agent: it publishes the probe ports */
     stats_timer_start();
+    opal_btl_usnic_away_start();
     *num_btls = c->num_modules;
     return btls;
 }
@@ -444,6 +446,7 @@ static int usnic_component_progress(void)
     int count = 0;
     uint64_t now = opal_btl_usnic_clock_usec();
     OPAL_BTL_USNIC_LOCK();
+    c->last_progress_usec = now;
     /* Fast receive path: one tiny receive goes straight to the PML; its
      * bookkeeping waits for the next call, which always takes the full
      * path so other completions are not starved. */

@@ -101,6 +101,8 @@ typedef struct opal_btl_usnic_engine_t {
     uint32_t nonce_generation;    /* endpoints made so far: each one's nonces start above the last's */
     uint64_t now;                 /* us; set by the owner once per progress pass */
     uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
+    uint64_t away_next;           /* resend_away: engine time of its next round (0: at once) */
+    uint64_t away_interval;       /* resend_away: its current back-off (0: none yet) */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
 
     /* Receiver grants (btl_usnic_ack.c): peers that sent us data in the
@@ -256,6 +258,19 @@ typedef enum {
 /* Pure classification of |seq| against |ep|'s receive window. */
 opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
                                                        opal_btl_usnic_seq_t seq);
+
+/**
+ * The owner is away (inside a runtime call that never progresses us, such
+ * as MPI_Comm_disconnect's blocking fence, or computing): post a copy of
+ * each un-ACKed segment that is overdue, every peer, once per back-off
+ * interval (starting at rto_min, doubling to rto_max), so that a peer
+ * waiting for our last message gets it although we cannot read its ACKs.
+ * Makes no upcall, reads no completion, declares no peer dead, takes no
+ * ACK: the owner does all that when it progresses again, which also resets
+ * the back-off.  Copies go in chunk segments recycled at their completion.
+ * Returns the number of copies posted.
+ */
+int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng);
 
 /**
  * Say goodbye to |ep| (at finalize): an ACK of everything we hold, flagged

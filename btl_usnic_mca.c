@@ -179,6 +179,13 @@ int opal_btl_usnic_component_register_params(void)
     ok &= reg_int("rto_max",
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
                   10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);
+    ok &= reg_int("away_resend",
+                  "Milliseconds the process may leave the usnic BTL unprogressed (a blocking runtime call such "
+                  "as MPI_Comm_disconnect's fence, or computation) while data it sent is un-ACKed, before a "
+                  "helper thread resends the overdue data (copies, backing off from rto_min to rto_max).  "
+                  "Without it a lost last message waits for the next MPI call, and a disconnect can deadlock.  "
+                  "0 = no helper thread",
+                  10, 0, 60000, OPAL_INFO_LVL_5, &c->away_resend);
     ok &= reg_int("peer_timeout",
                   "Seconds a peer may leave our data un-ACKed before it is declared dead: its messages fail and "
                   "the job is told (mpirun then ends it).  A peer that does not enter MPI for longer than this "

@@ -1327,6 +1327,7 @@ static void drain_send_completions(opal_btl_usnic_module_t *module)
 static int usnic_finalize(struct mca_btl_base_module_t *btl)
 {
     opal_btl_usnic_module_t *module = usnic_module(btl);
+    opal_btl_usnic_away_stop(); /* before the modules go; not under the lock it takes */
     OPAL_BTL_USNIC_LOCK();
     if (mca_btl_usnic_component.stats > 0) {
         opal_btl_usnic_module_print_stats(module, "final");

@@ -508,9 +508,105 @@ int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
     return posted;
 }
 
+/* ----- while the owner is away ----- */
+
+/* A copy of |seg| (header, payload, gathered tail) in a chunk segment */
+static opal_btl_usnic_send_seg_t *away_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(eng);
+    if (NULL == copy) {
+        return NULL;
+    }
+    size_t inline_len = seg->wire_len - seg->ext_len;
+    memcpy(copy->hdr, seg->hdr, inline_len);
+    if (0 != seg->ext_len) {
+        memcpy((uint8_t *) copy->hdr + inline_len, seg->ext_data, seg->ext_len);
+    }
+    copy->wire_len = seg->wire_len;
+    copy->ext_len = 0;
+    copy->ext_data = NULL;
+    copy->seq = seg->seq;
+    copy->ep = seg->ep;
+    copy->frag = NULL;
+    copy->hotel_room = -1;
+    return copy;
+}
+
+/* Post a copy of |seg| to |ep|; the copy is never ACKed nor timed: it is
+ * recycled when the provider releases it */
+static int away_post_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                          const opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_send_seg_t *copy = away_copy(eng, seg);
+    if (NULL == copy) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    copy->hdr->flags &= (uint8_t) ~OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT; /* not the timer's copy */
+    copy->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
+    opal_btl_usnic_ack_stamp(eng, ep, copy->hdr); /* what we know now: valid, if not the latest */
+    copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    copy->channel = OPAL_BTL_USNIC_DATA_CHANNEL;
+    opal_btl_usnic_seg_seal(eng, ep, copy);
+    int rc = eng->wire->post(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_seg_release_if_done(eng, copy);
+        return rc;
+    }
+    --eng->credits[OPAL_BTL_USNIC_DATA_CHANNEL];
+    OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
+    return OPAL_SUCCESS;
+}
+
+/* Copies of |ep|'s overdue un-ACKed segments, oldest first, while credits last */
+static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    int posted = 0;
+    uint64_t rto = (0 != ep->timer.rto) ? ep->timer.rto : eng->p.rto_initial;
+    for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
+        const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
+        if (NULL == seg || eng->now - seg->sent_time < rto) {
+            continue;
+        }
+        if (!have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
+            break; /* the next round tries again */
+        }
+        ++posted;
+    }
+    return posted;
+}
+
+int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng)
+{
+    if (eng->now < eng->away_next) {
+        return 0;
+    }
+    int posted = 0;
+    bool saved = eng->defer_callbacks;
+    eng->defer_callbacks = true; /* a completion inside a post must not call the PML from here */
+    opal_list_item_t *item;
+    OPAL_LIST_FOREACH (item, &eng->endpoints_in_flight, opal_list_item_t) {
+        opal_btl_usnic_endpoint_t *ep =
+            (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.flight_item));
+        if (!ep->failed) {
+            posted += away_resend_endpoint(eng, ep);
+        }
+    }
+    eng->defer_callbacks = saved;
+    if (0 == posted) {
+        return 0; /* nothing overdue (or no credit): the back-off starts with the first copy */
+    }
+    uint64_t interval = (0 == eng->away_interval) ? eng->p.rto_min : 2 * eng->away_interval;
+    eng->away_interval = (interval < eng->p.rto_max) ? interval : eng->p.rto_max;
+    eng->away_next = eng->now + eng->away_interval;
+    return posted;
+}
+
 int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
 {
     ++eng->tick;
+    eng->away_next = 0; /* the owner is back: a later absence starts its back-off afresh */
+    eng->away_interval = 0;
     run_pending_callbacks(eng);
     if (eng->now >= eng->next_deadline) {
         opal_btl_usnic_engine_expire(eng);
@@ -551,6 +647,8 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->tick = 0;
     eng->now = 0;
     eng->next_deadline = UINT64_MAX;
+    eng->away_next = 0;
+    eng->away_interval = 0;
     eng->rx_epoch = 0;
     eng->rx_epoch_start = 0;
     eng->rx_senders_now = 0;

@@ -19,6 +19,7 @@
     X(num_timeout_retrans,  "Retransmissions caused by a retransmit timer") \
     X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
     X(num_sack_retrans,     "Retransmissions of holes revealed by the receiver's selective ACK bits") \
+    X(num_away_resends,     "Copies of un-ACKed segments posted by the away thread while the process did not progress us (btl_usnic_away_resend)") \
     X(num_spurious_timeouts,"Timeout retransmissions the receiver reported as premature (it had the data but had not ACKed yet)") \
     X(num_ack_sends,        "Explicit ACK segments posted") \
     X(num_piggy_acks,       "ACKs piggy-backed on data segments") \

@@ -1165,6 +1165,91 @@ static void test_bye_forged_ignored(void)
     fx_fini(&fx);
 }
 
+/* ---------------- the owner away (resend_away) ---------------- */
+
+/* Overdue un-ACKed segments get copies (same sequence number, RETX, fresh
+ * nonce), once per back-off interval; nothing else changes: the originals
+ * stay un-ACKed and armed, no peer is declared dead, and the copies are
+ * recycled when the provider releases them */
+static void test_away_resends_copies_with_backoff(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    FX_SEND_TINY(&fx, ep, 3, segs);
+    fx_complete_all(&fx);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0); /* not overdue yet */
+    fx_set_time(&fx, fx.now + FX_RTO_INITIAL);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+    CHECK_EQ(fx.nposts, 6);
+    for (unsigned i = 0; i < 3; ++i) {
+        const opal_btl_usnic_hdr_t *copy = fx_post_hdr(&fx.posts[3 + i]);
+        const opal_btl_usnic_hdr_t *orig = fx_post_hdr(&fx.posts[i]);
+        CHECK_EQ_U(opal_btl_usnic_host32(copy->seq), ISN + i);
+        CHECK(copy->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX);
+        CHECK(!(copy->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT));
+        CHECK(opal_btl_usnic_host64(copy->nonce) > opal_btl_usnic_host64(orig->nonce));
+        CHECK_EQ(fx.posts[3 + i].len, fx.posts[i].len);
+        CHECK_MEM(fx.posts[3 + i].bytes + sizeof(opal_btl_usnic_hdr_t), fx.posts[i].bytes + sizeof(opal_btl_usnic_hdr_t),
+                  fx.posts[i].len - sizeof(opal_btl_usnic_hdr_t));
+        CHECK(fx_is_armed(&fx, segs[i]));
+    }
+    CHECK_EQ_U(fx.eng.stats.num_away_resends, 3);
+    CHECK_EQ_U(fx.eng.stats.num_resends, 0);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 3);
+    CHECK_EQ(fx.peer_failed_calls, 0);
+    /* back-off: nothing before rto_min has passed, then again, then after twice that */
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0);
+    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0);
+    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+    /* the owner is back: the back-off starts afresh */
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0); /* nothing un-ACKed */
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Without send credits it waits; a peer that failed gets nothing */
+static void test_away_respects_credits_and_failed_peers(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_endpoint_t *ep2 = fx_ep_new(&fx, PEER + 1, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[2];
+    FX_SEND_TINY(&fx, ep, 2, segs);
+    FX_SEND_TINY(&fx, ep2, 2, segs);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, fx.now + FX_RTO_INITIAL);
+    int saved = fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL];
+    fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1;
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 1);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 0);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1); /* the copy's credit came back */
+    fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = saved;
+    ep->failed = true;
+    fx_set_time(&fx, fx.now + FX_RTO_MAX);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 2); /* ep2's only */
+    CHECK_PTR_EQ(fx.posts[fx.nposts - 1].ep, ep2);
+    CHECK_PTR_EQ(fx.posts[fx.nposts - 2].ep, ep2);
+    ep->failed = false;
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    opal_btl_usnic_handle_ack(&fx.eng, ep2, ISN + 1);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_across_wrap),
           UNIT_TEST(test_ack_duplicate_one_fast_retransmit_per_value), UNIT_TEST(test_ack_stale_ignored),
           UNIT_TEST(test_ack_beyond_sent_ignored_and_counted), UNIT_TEST(test_ack_before_send_completion),
@@ -1177,4 +1262,5 @@ UNIT_MAIN(UNIT_TEST(test_ack_cumulative_release), UNIT_TEST(test_ack_release_acr
           UNIT_TEST(test_ack_urgent_on_duplicates), UNIT_TEST(test_ack_urgent_after_half_window), UNIT_TEST(test_completion_inside_post),
           UNIT_TEST(test_ack_waits_for_time_too), UNIT_TEST(test_ack_ticks_and_time_both_count),
           UNIT_TEST(test_ack_forget_on_teardown), UNIT_TEST(test_bye_send_is_final_ack),
-          UNIT_TEST(test_bye_recv_releases_and_refuses), UNIT_TEST(test_bye_forged_ignored))
+          UNIT_TEST(test_bye_recv_releases_and_refuses), UNIT_TEST(test_bye_forged_ignored),
+          UNIT_TEST(test_away_resends_copies_with_backoff), UNIT_TEST(test_away_respects_credits_and_failed_peers))

@@ -1,0 +1,96 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The away thread.  Reliability lives in this process, so a datagram the
+ * network lost is resent only when the process progresses the BTL.  Some
+ * runtime calls never do: MPI_Comm_disconnect ends in a blocking PMIx
+ * fence, and a rank that sent its last message and entered it waits there
+ * for a peer that waits for that message, which was lost (a deadlock
+ * btl/tcp cannot have: the kernel resends for it).  A long computation
+ * after the last send delays its peer the same way.
+ *
+ * So one thread per process wakes every btl_usnic_away_resend / 2 ms; if
+ * the process has not progressed the BTL for btl_usnic_away_resend ms and
+ * has un-ACKed data, it takes the BTL lock and posts copies of the overdue
+ * segments (opal_btl_usnic_resend_away: no upcall, no completion read, no
+ * ACK taken, nobody declared dead).  While it runs, the BTL lock is a real
+ * lock even in a single-threaded MPI process (OPAL_BTL_USNIC_LOCK).
+ */
+#include "opal_config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "btl_usnic.h"
+
+static pthread_t away_thread;
+static bool away_stop; /* __atomic: written by the stopping thread, read by the away thread */
+
+static bool any_data_in_flight(const opal_btl_usnic_component_t *c)
+{
+    for (int i = 0; i < c->num_modules; ++i) {
+        if (!opal_list_is_empty(&c->modules[i]->eng.endpoints_in_flight)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One look: resend for a process that has been away long enough */
+static void away_check(opal_btl_usnic_component_t *c, uint64_t away_usec)
+{
+    OPAL_BTL_USNIC_LOCK();
+    uint64_t now = opal_btl_usnic_clock_usec();
+    if (now - c->last_progress_usec >= away_usec && any_data_in_flight(c)) {
+        for (int i = 0; i < c->num_modules; ++i) {
+            opal_btl_usnic_engine_set_time(&c->modules[i]->eng, now);
+            (void) opal_btl_usnic_resend_away(&c->modules[i]->eng);
+        }
+    }
+    OPAL_BTL_USNIC_UNLOCK();
+}
+
+static void *away_main(void *arg)
+{
+    opal_btl_usnic_component_t *c = (opal_btl_usnic_component_t *) arg;
+    uint64_t away_usec = 1000ull * (uint64_t) c->away_resend;
+    struct timespec nap = {.tv_sec = (time_t) (away_usec / 2 / 1000000),
+                           .tv_nsec = (long) (away_usec / 2 % 1000000) * 1000};
+    while (!__atomic_load_n(&away_stop, __ATOMIC_ACQUIRE)) {
+        nanosleep(&nap, NULL);
+        if (!__atomic_load_n(&away_stop, __ATOMIC_ACQUIRE)) {
+            away_check(c, away_usec);
+        }
+    }
+    return NULL;
+}
+
+void opal_btl_usnic_away_start(void)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    if (c->away_running || 0 == c->away_resend || 0 == c->num_modules) {
+        return;
+    }
+    c->last_progress_usec = opal_btl_usnic_clock_usec();
+    c->lock_always = true; /* before the thread exists: every lock/unlock pair sees the same value */
+    __atomic_store_n(&away_stop, false, __ATOMIC_RELEASE);
+    int rc = pthread_create(&away_thread, NULL, away_main, c);
+    if (0 != rc) {
+        opal_btl_usnic_verbose(1, "cannot start the away thread (%s): lost datagrams wait for MPI calls",
+                               strerror(rc));
+        return;
+    }
+    c->away_running = true;
+}
+
+void opal_btl_usnic_away_stop(void)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    if (!c->away_running) {
+        return;
+    }
+    __atomic_store_n(&away_stop, true, __ATOMIC_RELEASE);
+    (void) pthread_join(away_thread, NULL);
+    c->away_running = false; /* lock_always stays: a pair in progress elsewhere must unlock what it locked */
+}

@@ -25,7 +25,9 @@
 #include "btl_usnic.h"
 
 static pthread_t away_thread;
-static bool away_stop; /* __atomic: written by the stopping thread, read by the away thread */
+static pthread_mutex_t away_mutex = PTHREAD_MUTEX_INITIALIZER; /* guards away_stop */
+static pthread_cond_t away_wake = PTHREAD_COND_INITIALIZER;
+static bool away_stop;
 
 static bool any_data_in_flight(const opal_btl_usnic_component_t *c)
 {
@@ -51,17 +53,29 @@ static void away_check(opal_btl_usnic_component_t *c, uint64_t away_usec)
     OPAL_BTL_USNIC_UNLOCK();
 }
 
+/* Wait |usec| unless told to stop; returns whether to go on */
+static bool away_nap(uint64_t usec)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t) until.tv_nsec + usec * 1000;
+    until.tv_sec += (time_t) (ns / 1000000000);
+    until.tv_nsec = (long) (ns % 1000000000);
+    pthread_mutex_lock(&away_mutex);
+    while (!away_stop && ETIMEDOUT != pthread_cond_timedwait(&away_wake, &away_mutex, &until)) {
+        /* woken early (spurious or stop): look again */
+    }
+    bool go_on = !away_stop;
+    pthread_mutex_unlock(&away_mutex);
+    return go_on;
+}
+
 static void *away_main(void *arg)
 {
     opal_btl_usnic_component_t *c = (opal_btl_usnic_component_t *) arg;
     uint64_t away_usec = 1000ull * (uint64_t) c->away_resend;
-    struct timespec nap = {.tv_sec = (time_t) (away_usec / 2 / 1000000),
-                           .tv_nsec = (long) (away_usec / 2 % 1000000) * 1000};
-    while (!__atomic_load_n(&away_stop, __ATOMIC_ACQUIRE)) {
-        nanosleep(&nap, NULL);
-        if (!__atomic_load_n(&away_stop, __ATOMIC_ACQUIRE)) {
-            away_check(c, away_usec);
-        }
+    while (away_nap(away_usec / 2)) {
+        away_check(c, away_usec);
     }
     return NULL;
 }
@@ -74,7 +88,7 @@ void opal_btl_usnic_away_start(void)
     }
     c->last_progress_usec = opal_btl_usnic_clock_usec();
     c->lock_always = true; /* before the thread exists: every lock/unlock pair sees the same value */
-    __atomic_store_n(&away_stop, false, __ATOMIC_RELEASE);
+    away_stop = false; /* no thread yet */
     int rc = pthread_create(&away_thread, NULL, away_main, c);
     if (0 != rc) {
         opal_btl_usnic_verbose(1, "cannot start the away thread (%s): lost datagrams wait for MPI calls",
@@ -90,7 +104,10 @@ void opal_btl_usnic_away_stop(void)
     if (!c->away_running) {
         return;
     }
-    __atomic_store_n(&away_stop, true, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&away_mutex);
+    away_stop = true;
+    pthread_cond_signal(&away_wake);
+    pthread_mutex_unlock(&away_mutex);
     (void) pthread_join(away_thread, NULL);
     c->away_running = false; /* lock_always stays: a pair in progress elsewhere must unlock what it locked */
 }

@@ -42,7 +42,7 @@ run_suite() {
     local name=$1
     shift
     banner "$name"
-    local log="$LOGDIR/${name// /_}.log"
+    local log="$LOGDIR/${name//[ \/]/_}.log"   # a suite name may hold "/"
     local start
     start=$(date +%s)
     "$@" 2>&1 | tee "$log"

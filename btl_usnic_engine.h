@@ -259,15 +259,18 @@ typedef enum {
 opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
                                                        opal_btl_usnic_seq_t seq);
 
+#define OPAL_BTL_USNIC_AWAY_INTERVAL_MAX 1000000 /* us: slowest back-off of resend_away */
+
 /**
  * The owner is away (inside a runtime call that never progresses us, such
  * as MPI_Comm_disconnect's blocking fence, or computing): post a copy of
  * each un-ACKed segment that is overdue, every peer, once per back-off
- * interval (starting at rto_min, doubling to rto_max), so that a peer
+ * interval (rto_max, doubling to OPAL_BTL_USNIC_AWAY_INTERVAL_MAX: a
+ * window of copies per peer per round is no burden then), so that a peer
  * waiting for our last message gets it although we cannot read its ACKs.
  * Makes no upcall, reads no completion, declares no peer dead, takes no
- * ACK: the owner does all that when it progresses again, which also resets
- * the back-off.  Copies go in chunk segments recycled at their completion.
+ * ACK: the owner does all that when it progresses again.  Progress and
+ * every new post reset the back-off.  Copies go in chunk segments recycled at their completion.
  * Returns the number of copies posted.
  */
 int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng);

@@ -180,12 +180,12 @@ int opal_btl_usnic_component_register_params(void)
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
                   10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);
     ok &= reg_int("away_resend",
-                  "Milliseconds the process may leave the usnic BTL unprogressed (a blocking runtime call such "
+                  "Milliseconds (also how often a helper thread looks) the process may leave the usnic BTL unprogressed (a blocking runtime call such "
                   "as MPI_Comm_disconnect's fence, or computation) while data it sent is un-ACKed, before a "
-                  "helper thread resends the overdue data (copies, backing off from rto_min to rto_max).  "
+                  "helper thread resends the overdue data (copies, backing off from rto_max to 1 s).  "
                   "Without it a lost last message waits for the next MPI call, and a disconnect can deadlock.  "
                   "0 = no helper thread",
-                  10, 0, 60000, OPAL_INFO_LVL_5, &c->away_resend);
+                  100, 0, 60000, OPAL_INFO_LVL_5, &c->away_resend);
     ok &= reg_int("peer_timeout",
                   "Seconds a peer may leave our data un-ACKed before it is declared dead: its messages fail and "
                   "the job is told (mpirun then ends it).  A peer that does not enter MPI for longer than this "
@@ -400,6 +400,23 @@ int opal_btl_usnic_register_pvars(void)
     return OPAL_SUCCESS;
 }
 
+/* " (oldest: seq S, FRAG, tag T, flags F, 3 resends)": what a peer has
+ * not ACKed first, for the per-peer statistics line; "" with nothing in
+ * flight */
+static void describe_oldest(const opal_btl_usnic_endpoint_t *ep, char *buf, size_t len)
+{
+    if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
+        return;
+    }
+    const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(ep->tx.acked_seq + 1) % ep->window];
+    if (NULL == seg) {
+        return;
+    }
+    snprintf(buf, len, " (oldest: seq %u, %s, tag %u, flags 0x%x, %u resends)", (unsigned) seg->seq,
+             opal_btl_usnic_seg_type_name(seg->hdr->type), (unsigned) seg->hdr->tag, (unsigned) seg->hdr->flags,
+             (unsigned) seg->retries);
+}
+
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when)
 {
     char line[4096];
@@ -420,12 +437,14 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
         opal_btl_usnic_rx_state(ep, &rx);
         /* the sending side (what we wait for) and the receiving side
          * (what the peer may be waiting for from us) of this peer */
+        char oldest[96] = "";
+        describe_oldest(ep, oldest, sizeof(oldest));
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u queued=%zu credit=%u window=%u; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u%s queued=%zu credit=%u window=%u; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
-                    (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
+                    (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep), oldest,
                     opal_list_get_size(&ep->tx.queue), ep->tx.peer_credit, ep->window, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");

@@ -109,6 +109,8 @@ static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
                            opal_btl_usnic_send_seg_t *seg, int channel)
 {
     --eng->credits[channel];
+    eng->away_next = 0; /* the owner just sent: resend_away's back-off starts afresh */
+    eng->away_interval = 0;
     opal_btl_usnic_timer_start(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
 }
@@ -596,8 +598,8 @@ int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng)
     if (0 == posted) {
         return 0; /* nothing overdue (or no credit): the back-off starts with the first copy */
     }
-    uint64_t interval = (0 == eng->away_interval) ? eng->p.rto_min : 2 * eng->away_interval;
-    eng->away_interval = (interval < eng->p.rto_max) ? interval : eng->p.rto_max;
+    uint64_t interval = (0 == eng->away_interval) ? eng->p.rto_max : 2 * eng->away_interval;
+    eng->away_interval = (interval < OPAL_BTL_USNIC_AWAY_INTERVAL_MAX) ? interval : OPAL_BTL_USNIC_AWAY_INTERVAL_MAX;
     eng->away_next = eng->now + eng->away_interval;
     return posted;
 }

@@ -88,6 +88,7 @@ run_suite "hostile datagrams" bash "$ROOT/test/faults/run-hostile-test.sh"
 run_suite "attacks on the datagrams (sniffer, unprivileged user, failed interface)" \
     bash "$ROOT/test/attack/run-dgram-attacks.sh"
 run_suite "dead peer" bash "$ROOT/test/faults/run-deadpeer-test.sh"
+run_suite "a sender away from MPI (the away thread)" bash "$ROOT/test/faults/run-away-test.sh"
 run_suite "duplication and reordering" bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "PUT: large transfers, one-sided, forged PUTs" bash "$ROOT/test/faults/run-put-tests.sh"
 run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"

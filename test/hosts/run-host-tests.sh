@@ -54,14 +54,14 @@ source "$SCRIPT_DIR/../report.sh"
 # Build and hosts
 # ---------------------------------------------------------------------
 
-for prog in pingpong collectives; do
-    if ! "$MPICC" -Wall -Wextra -Werror -O2 -g -pthread -o "$BUILD_DIR/$prog" "$MPI_SRC/$prog.c" \
-            > "$LOG_DIR/build-$prog.log" 2>&1; then
-        fail "build $prog" "mpicc failed" "$LOG_DIR/build-$prog.log"
+for prog in pingpong collectives ../dynamic/spawn; do
+    if ! "$MPICC" -Wall -Wextra -Werror -O2 -g -pthread -o "$BUILD_DIR/${prog##*/}" "$MPI_SRC/$prog.c" \
+            > "$LOG_DIR/build-${prog##*/}.log" 2>&1; then
+        fail "build ${prog##*/}" "mpicc failed" "$LOG_DIR/build-${prog##*/}.log"
         finish
     fi
 done
-ok "build pingpong collectives"
+ok "build pingpong collectives spawn"
 
 HOSTFILE=$BUILD_DIR/hostfile
 if ! hosts_setup "$HOSTS_COUNT" "$HOSTFILE" "$LOG_DIR/hosts.log"; then
@@ -199,6 +199,33 @@ else
         fail "pairing" "${bad:-$lines map lines, want $want}"
         cat "${maps[@]}" | sed 's/^/    /'
     fi
+fi
+
+# ---------------------------------------------------------------------
+# Dynamic processes across hosts (issue 17): one parent per host spawns
+# one child per host (test/dynamic/spawn.c: data both ways at 8 B, 64 KiB
+# and 4 MiB, intercommunicator and merged collectives, disconnect).  Every
+# parent must list both children as peers of another job on both
+# interfaces, with an RTT sample (data sent and ACKed), and the children
+# must have run on two hosts.
+# ---------------------------------------------------------------------
+
+name="spawn across hosts ($NP1 parents, $NP1 children)"
+log=$LOG_DIR/spawn-across-hosts.log
+run_head "$log" "$TEST_TIMEOUT" -np "$NP1" "${USNIC_ARGS[@]}" --mca btl_usnic_if_include "$CIDRS" \
+    --mca rmaps_base_mapping_policy node "$BUILD_DIR/spawn" basic "$NP1"
+peer_if=$(grep -E 'final stats \[[^]]* rank [0-9]+ veth[12]\] peer [0-9]+ of job 0x' "$log" |
+          grep -vc ' srtt=0us')
+child_hosts=$(grep -E 'final stats \[' "$log" | grep -v ' peer ' | awk '{print $5}' | sort -u | wc -l)
+want_peer_if=$((NP1 * NP1 * 2 * 2))   # each side: every process of the other job, on both interfaces
+if [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
+    fail "$name (${SECS}s)" "TIMEOUT after ${TEST_TIMEOUT}s" "$log"
+elif [ "$RC" -ne 0 ] || ! grep -q "PASS spawn-basic" "$log"; then
+    fail "$name (${SECS}s)" "exit $RC, no PASS line" "$log"
+elif [ "$peer_if" -ne "$want_peer_if" ] || [ "$child_hosts" -lt 2 ]; then
+    fail "$name (${SECS}s)" "$peer_if peer-of-another-job lines with an RTT sample (want $want_peer_if); processes on $child_hosts host(s)" "$log"
+else
+    ok "$name (${SECS}s): $peer_if peer-of-another-job lines with an RTT sample, veth1 and veth2 on $child_hosts hosts"
 fi
 
 # ---------------------------------------------------------------------

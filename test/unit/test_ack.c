@@ -1199,14 +1199,23 @@ static void test_away_resends_copies_with_backoff(void)
     CHECK_EQ_U(fx.eng.stats.num_resends, 0);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 3);
     CHECK_EQ(fx.peer_failed_calls, 0);
-    /* back-off: nothing before rto_min has passed, then again, then after twice that */
+    /* back-off: nothing before rto_max has passed, then again, then after twice that */
     CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0);
-    fx_set_time(&fx, fx.now + FX_RTO_MIN);
-    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
-    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    fx_set_time(&fx, fx.now + FX_RTO_MAX - 1);
     CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0);
-    fx_set_time(&fx, fx.now + FX_RTO_MIN);
+    fx_set_time(&fx, fx.now + 1);
     CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+    fx_set_time(&fx, fx.now + FX_RTO_MAX);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 0);
+    fx_set_time(&fx, fx.now + FX_RTO_MAX);
+    CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+    /* ... up to a second at most */
+    for (int round = 0; round < 8; ++round) {
+        fx_set_time(&fx, fx.now + OPAL_BTL_USNIC_AWAY_INTERVAL_MAX);
+        CHECK_EQ(opal_btl_usnic_resend_away(&fx.eng), 3);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ_U(fx.eng.away_interval, OPAL_BTL_USNIC_AWAY_INTERVAL_MAX);
     /* the owner is back: the back-off starts afresh */
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);

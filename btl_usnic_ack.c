@@ -686,18 +686,10 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
     seg->wire_len = sizeof(opal_btl_usnic_hdr_t);
     seg->ep = ep;
-    /* ACKs are never ACKed: the segment is recyclable once the provider
-     * releases it */
-    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    seg->channel = OPAL_BTL_USNIC_PRIORITY_CHANNEL;
-    opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    int rc = opal_btl_usnic_post_unacked(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
     if (OPAL_SUCCESS != rc) {
-        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, seg);
         return rc;
     }
-    --eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     ack_left(eng, ep, value);
     OPAL_BTL_USNIC_STAT_INC(eng, num_ack_sends);
     return OPAL_SUCCESS;

@@ -259,6 +259,15 @@ typedef enum {
 opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
                                                        opal_btl_usnic_seq_t seq);
 
+/**
+ * Post |seg|, a segment nobody ACKs and no timer watches (an explicit ACK,
+ * a copy from resend_away): sealed, and recycled when the provider
+ * releases it.  Takes the channel's credit; on failure the segment is
+ * released and the post error returned.
+ */
+int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg, int channel);
+
 #define OPAL_BTL_USNIC_AWAY_INTERVAL_MAX 1000000 /* us: slowest back-off of resend_away */
 
 /**

@@ -510,6 +510,22 @@ int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
     return posted;
 }
 
+int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    seg->channel = (uint8_t) channel;
+    opal_btl_usnic_seg_seal(eng, ep, seg);
+    int rc = eng->wire->post(eng, ep, seg, channel);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_seg_release_if_done(eng, seg);
+        return rc;
+    }
+    --eng->credits[channel];
+    return OPAL_SUCCESS;
+}
+
 /* ----- while the owner is away ----- */
 
 /* A copy of |seg| (header, payload, gathered tail) in a chunk segment */
@@ -546,18 +562,11 @@ static int away_post_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
     copy->hdr->flags &= (uint8_t) ~OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT; /* not the timer's copy */
     copy->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
     opal_btl_usnic_ack_stamp(eng, ep, copy->hdr); /* what we know now: valid, if not the latest */
-    copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    copy->channel = OPAL_BTL_USNIC_DATA_CHANNEL;
-    opal_btl_usnic_seg_seal(eng, ep, copy);
-    int rc = eng->wire->post(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
-    if (OPAL_SUCCESS != rc) {
-        copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, copy);
-        return rc;
+    int rc = opal_btl_usnic_post_unacked(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS == rc) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
     }
-    --eng->credits[OPAL_BTL_USNIC_DATA_CHANNEL];
-    OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
-    return OPAL_SUCCESS;
+    return rc;
 }
 
 /* Copies of |ep|'s overdue un-ACKed segments, oldest first, while credits last */

@@ -5,8 +5,8 @@
 # cycles (and 3 with the parent under valgrind), a parent that keeps
 # calling MPI after its children left, MPI_Comm_connect/accept and
 # MPI_Comm_join between separately launched jobs, mpi4py.futures'
-# MPIPoolExecutor, and spawn and connect/accept again at 1% UDP loss in a
-# private network namespace.  Every job runs with
+# MPIPoolExecutor, and all but the valgrind and linger cases again at 1%
+# UDP loss in a private network namespace.  Every job runs with
 #   --mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
 # so only usnic can carry traffic between processes, and with
 # btl_usnic_stats, whose "final stats" lines ("peer N of job 0x...") prove
@@ -226,9 +226,11 @@ spawn_case() {
     ok "$name ($(elapsed "$start")s${DROP_NOTE:-})"
 }
 
+# CASE_PREFIX / CASE_TAG (optional): put before the names / log files of
+# cycles_case and futures_case, for their runs under loss
 cycles_case() {
-    local name="$CYCLES spawn/disconnect cycles, 1 child each, peer_timeout $PEER_TIMEOUT"
-    local log=$LOG_DIR/cycles.log start rc n attempt note=""
+    local name="${CASE_PREFIX:-}$CYCLES spawn/disconnect cycles, 1 child each, peer_timeout $PEER_TIMEOUT"
+    local log=$LOG_DIR/${CASE_TAG:-}cycles.log start rc n attempt note=""
     start=$(now)
     for attempt in 1 2; do
         EXTRA_ARGS=(--mca btl_usnic_peer_timeout "$PEER_TIMEOUT")
@@ -240,8 +242,8 @@ cycles_case() {
         [ "$rc" -eq 124 ] && [ "$attempt" -eq 1 ] || break
         n=$(grep -oE '^\[1,0\]<stdout>:INFO spawn: rank 0: cycle [0-9]+ checked' "$log" | wc -l)
         grep -qE "child of cycles cycle $((n + 1)) started" "$log" && break
-        mv "$log" "$LOG_DIR/cycles-attempt1.log"
-        note="; retried once: attempt 1 hung in cycle $((n + 1)) with the child in MPI_Init, Open MPI's spawn hang, see cycles-attempt1.log"
+        mv "$log" "$LOG_DIR/${CASE_TAG:-}cycles-attempt1.log"
+        note="; retried once: attempt 1 hung in cycle $((n + 1)) with the child in MPI_Init, Open MPI's spawn hang, see ${CASE_TAG:-}cycles-attempt1.log"
     done
     if [ "$rc" -eq 124 ]; then
         # say where it stopped: a child stuck in MPI_Init (before it could
@@ -381,8 +383,8 @@ pair_case() {
 }
 
 futures_case() {
-    local name="mpi4py.futures MPIPoolExecutor, 2 spawned workers, 200-task map"
-    local log=$LOG_DIR/futures.log start rc
+    local name="${CASE_PREFIX:-}mpi4py.futures MPIPoolExecutor, 2 spawned workers, 200-task map"
+    local log=$LOG_DIR/${CASE_TAG:-}futures.log start rc
     start=$(now)
     if ! "$PYTHON" -c 'import mpi4py.futures' 2> /dev/null; then
         ensure_package python3-mpi4py
@@ -461,6 +463,9 @@ else
     under_loss "$L spawn 2 parents" spawn_case "$L MPI_Comm_spawn, 2 parents, 2 children" 2 basic 2 4 4
     under_loss "$L spawn_multiple" spawn_case "$L MPI_Comm_spawn_multiple, 2 parents, 1+2 children" 2 multiple "" 6 6
     under_loss "$L connect/accept" pair_case "$L MPI_Comm_connect/accept, 2+2 ranks" connect 2 2
+    under_loss "$L join" pair_case "$L MPI_Comm_join, 1+1 ranks" join 1 1
+    CASE_PREFIX="$L " CASE_TAG=loss- under_loss "$L cycles" cycles_case
+    CASE_PREFIX="$L " CASE_TAG=loss- under_loss "$L mpi4py.futures" futures_case
     MPIRUN=$MPIRUN_HOST
     NS_PREFIX=()
     echo "(the ${LOSS_RATE}% rule dropped $(netns_udp_dropped) UDP datagrams in all)"

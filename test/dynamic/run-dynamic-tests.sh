@@ -88,8 +88,15 @@ judge() {
 # ("peer N of job 0x..."), only of lines starting with PREFIX (a
 # --tag-output tag such as "[1," for the mpirun's own job)
 peer_lines() {
-    awk -v p="${2:-}" 'index($0, p) == 1' "$1" |
-        grep -E 'btl:usnic final stats \[.* lo\] peer [0-9]+ of job 0x[0-9a-f]+:'
+    job_lines "$1" "${2:-}" | grep -E 'btl:usnic final stats \[.* lo\] peer [0-9]+ of job 0x[0-9a-f]+:'
+}
+
+# job_lines LOG [PREFIX]: the lines starting with PREFIX.  mpirun's
+# --tag-output now and then cuts a long line and tags the rest again in
+# the middle ("of job 0x449[1,0]<stderr>:70011:"): such inner tags are
+# taken out before a line is judged.
+job_lines() {
+    awk -v p="${2:-}" 'index($0, p) == 1' "$1" | sed -E 's/(.)\[[0-9]+,[0-9]+\]<std(out|err)>:/\1/g'
 }
 
 # check_peers NAME LOG PREFIX WANT [WANT_JOBS]: exactly WANT such lines
@@ -115,7 +122,7 @@ check_peers() {
             return 1
         fi
     fi
-    if ! awk -v p="$prefix" 'index($0, p) == 1' "$log" | grep -E 'btl:usnic final stats \[.* lo\]: ' |
+    if ! job_lines "$log" "$prefix" | grep -E 'btl:usnic final stats \[.* lo\]: ' |
             grep -E ' total_sends=[1-9]' | grep -qE ' total_recvs=[1-9]'; then
         WHY="no final module stats line with sends and receives from ${prefix:-the job}"
         return 1

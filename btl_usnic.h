@@ -20,8 +20,8 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
-#include "opal/mca/event/event.h"
-#include "opal/threads/mutex.h"
+
+#include "btl_usnic_compat.h"
 
 #include "btl_usnic_engine.h"
 

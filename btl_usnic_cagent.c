@@ -29,8 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "opal/mca/event/event.h"
-#include "opal/mca/pmix/pmix.h"
+#include "btl_usnic_compat.h"
 #include "opal/util/opal_environ.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -182,13 +181,17 @@ static opal_btl_usnic_modex_t *modex_of(uint32_t vpid, size_t *n_p)
     if (vpid >= agent.job_size || vpid >= OPAL_VPID_MAX || NULL == agent.modex_key) {
         return NULL; /* no such rank: nothing to ask PMIx */
     }
-    opal_byte_object_t *bo = NULL;
-    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(vpid, agent.modex_key, &bo, OPAL_BYTE_OBJECT) || NULL == bo) {
+    opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
+    void *bytes = NULL;
+    size_t size = 0;
+    int rc = opal_btl_usnic_modex_get_bytes(&name, agent.modex_key, true, &bytes, &size);
+    if (OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data)) {
+        rc = opal_btl_usnic_modex_get_bytes(&name, agent.modex_key, false, &bytes, &size);
+    }
+    if (OPAL_SUCCESS != rc || NULL == bytes) {
         return NULL;
     }
-    opal_btl_usnic_modex_t *m = (opal_btl_usnic_modex_t *) bo->bytes;
-    size_t size = (size_t) bo->size;
-    free(bo);
+    opal_btl_usnic_modex_t *m = (opal_btl_usnic_modex_t *) bytes;
     if (NULL == m || 0 == size || 0 != size % sizeof(*m) || OPAL_BTL_USNIC_PROTO_VERSION != m->proto_version) {
         if (NULL != m) {
             sodium_memzero(m, size);
@@ -205,7 +208,7 @@ static uint32_t job_size(void)
     opal_process_name_t wild = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = OPAL_VPID_WILDCARD};
     uint32_t size = 0, *p = &size;
     int rc;
-    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_JOB_SIZE, &wild, &p, OPAL_UINT32);
+    OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_BTL_USNIC_PMIX_JOB_SIZE, &wild, &p, OPAL_BTL_USNIC_PMIX_UINT32);
     return (OPAL_SUCCESS == rc && size > 0) ? size : UINT32_MAX;
 }
 
@@ -334,8 +337,7 @@ static bool choose_path(void)
         return false;
     }
     /* ORTE removes it if we die before fini does */
-    if (NULL != opal_pmix.register_cleanup &&
-        OPAL_SUCCESS != opal_pmix.register_cleanup(agent.dir, true, false, false)) {
+    if (!opal_btl_usnic_register_cleanup_dir(agent.dir)) {
         opal_btl_usnic_verbose(5, "connectivity agent: %s is not registered for cleanup", agent.dir);
     }
     return true;
@@ -381,7 +383,7 @@ static int open_listener(void)
 static int publish_path(void)
 {
     int rc;
-    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_LOCAL, OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path, OPAL_STRING);
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_BTL_USNIC_PMIX_LOCAL, OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path, OPAL_BTL_USNIC_PMIX_STRING);
     if (OPAL_SUCCESS != rc) {
         listener_failed("publishing the socket's path in the modex", EIO);
     }

@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "opal/mca/pmix/pmix.h"
+#include "btl_usnic_compat.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 
@@ -165,7 +165,7 @@ static void disconnect(void)
 static bool local_leader(uint32_t *vpid_p)
 {
     char *peers = NULL;
-    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(OPAL_VPID_WILDCARD, OPAL_PMIX_LOCAL_PEERS, &peers, OPAL_STRING) ||
+    if (OPAL_SUCCESS != opal_btl_usnic_cmodex_get(OPAL_VPID_WILDCARD, OPAL_BTL_USNIC_PMIX_LOCAL_PEERS, &peers, OPAL_BTL_USNIC_PMIX_STRING) ||
         NULL == peers) {
         return false;
     }
@@ -174,7 +174,7 @@ static bool local_leader(uint32_t *vpid_p)
     for (char *tok = strtok_r(peers, ",", &save); NULL != tok && !found; tok = strtok_r(NULL, ",", &save)) {
         uint32_t vpid = (uint32_t) strtoul(tok, NULL, 10);
         uint16_t lrank = UINT16_MAX, *p = &lrank;
-        if (OPAL_SUCCESS == opal_btl_usnic_cmodex_get(vpid, OPAL_PMIX_LOCAL_RANK, &p, OPAL_UINT16) && 0 == lrank) {
+        if (OPAL_SUCCESS == opal_btl_usnic_cmodex_get(vpid, OPAL_BTL_USNIC_PMIX_LOCAL_RANK, &p, OPAL_BTL_USNIC_PMIX_UINT16) && 0 == lrank) {
             *vpid_p = vpid;
             found = true;
         }
@@ -192,7 +192,7 @@ static bool agent_path(void)
         char *theirs = NULL;
         uint32_t leader;
         if (NULL == mine && 0 != opal_process_info.my_local_rank && local_leader(&leader)) {
-            (void) opal_btl_usnic_cmodex_get(leader, OPAL_BTL_USNIC_CAGENT_PATH_KEY, &theirs, OPAL_STRING);
+            (void) opal_btl_usnic_cmodex_get(leader, OPAL_BTL_USNIC_CAGENT_PATH_KEY, &theirs, OPAL_BTL_USNIC_PMIX_STRING);
         }
         const char *path = (NULL != mine) ? mine : theirs;
         cl.path_state = (NULL != path && strlen(path) < sizeof(cl.path)) ? PATH_FOUND : PATH_NONE;
@@ -432,9 +432,7 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
     if (reported && c->connectivity_abort) {
         /* The one that printed the message ends the job: the others wait
          * in MPI_Init and are killed with it. */
-        if (NULL != opal_pmix.abort) {
-            opal_pmix.abort(1, "usnic BTL connectivity check failed", NULL);
-        }
+        opal_btl_usnic_abort_job(1, "usnic BTL connectivity check failed");
         return OPAL_ERR_UNREACH;
     }
     return OPAL_SUCCESS;

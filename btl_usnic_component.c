@@ -18,7 +18,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
-#include "opal/mca/pmix/pmix.h"
+#include "btl_usnic_compat.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
@@ -177,7 +177,7 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
     if (OPAL_SUCCESS != opal_btl_usnic_ifname_for_ipv4(ip, ifname, len)) {
         snprintf(ifname, len, "%s", NULL != domain ? domain : "?");
     }
-    if ((info->mode & FI_LOCAL_MR) || (info->domain_attr->mr_mode & FI_MR_LOCAL)) {
+    if ((info->mode & OPAL_BTL_USNIC_FI_MODE_LOCAL_MR) || (info->domain_attr->mr_mode & FI_MR_LOCAL)) {
         opal_btl_usnic_show_help(true, "provider needs local MR", opal_process_info.nodename,
                                  info->fabric_attr->prov_name, ifname);
         return false;
@@ -300,13 +300,15 @@ static void discover(void)
 static bool check_flags(void)
 {
     const uint32_t supported = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_PUT |
-                               MCA_BTL_FLAGS_SINGLE_ADD_PROCS;
+                               MCA_BTL_FLAGS_SINGLE_ADD_PROCS | OPAL_BTL_USNIC_FLAGS_REMOTE_COMPLETION;
     uint32_t flags = opal_btl_usnic_module_template.btl_flags;
     if (!(flags & MCA_BTL_FLAGS_SEND) || (flags & ~supported)) {
         char value[64];
         snprintf(value, sizeof(value), "0x%x", flags);
         opal_btl_usnic_show_help(true, "bad parameter value", opal_process_info.nodename, "flags", value,
-                                 "send (required), send_inplace, put, single_add_procs");
+                                 OPAL_BTL_USNIC_FLAGS_REMOTE_COMPLETION
+                                     ? "send (required), send_inplace, put, single_add_procs, rdma_remote_completion"
+                                     : "send (required), send_inplace, put, single_add_procs");
         return false;
     }
     return true;
@@ -342,7 +344,7 @@ static void modex_send(void)
         all[i] = c->modules[i]->local_modex;
     }
     /* GLOBAL scope: on-host peers must reach us too (usnic,self jobs) */
-    OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL, &c->super.btl_version, all, size);
+    OPAL_MODEX_SEND(rc, OPAL_BTL_USNIC_PMIX_GLOBAL, &c->super.btl_version, all, size);
     if (OPAL_SUCCESS != rc) {
         opal_btl_usnic_verbose(1, "modex send failed: %d", rc);
     }

@@ -508,8 +508,8 @@ void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
  * callbacks.  A tag outside the table, or one nobody registered, is
  * dropped and counted (num_drop_bad_tag); returns whether it was handed.
  */
-bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl, uint8_t tag, void *data,
-                                size_t len);
+bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl,
+                                struct mca_btl_base_endpoint_t *ep, uint8_t tag, void *data, size_t len);
 
 /* ----- emulated PUT (btl_usnic_put.c) ----- */
 

@@ -22,7 +22,7 @@
 
 #include "opal/class/opal_bitmap.h"
 #include "opal/datatype/opal_convertor.h"
-#include "opal/mca/pmix/pmix.h"
+#include "btl_usnic_compat.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -249,8 +249,7 @@ static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 static void wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
                          size_t len)
 {
-    (void) ep;
-    (void) opal_btl_usnic_pml_deliver(eng, &opal_btl_usnic_module_of(eng)->super, tag, data, len);
+    (void) opal_btl_usnic_pml_deliver(eng, &opal_btl_usnic_module_of(eng)->super, ep, tag, data, len);
 }
 
 static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
@@ -861,11 +860,13 @@ static int usnic_register_error(struct mca_btl_base_module_t *btl, mca_btl_base_
     return OPAL_SUCCESS;
 }
 
+#if BTL_VERSION < 330 /* BTL API 3.3.0 dropped checkpoint/restart */
 static int usnic_ft_event(int state)
 {
     (void) state;
     return OPAL_SUCCESS;
 }
+#endif
 
 /* ===================== peers ===================== */
 
@@ -1097,7 +1098,7 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     inet_ntop(AF_INET, &b, peer, sizeof(peer));
     fprintf(c->map_file, "%s %s -> rank %s %s %s ports %u,%u mtu %u\n", module->if_name, local,
             opal_btl_usnic_id_str(opal_btl_usnic_proc_id(&proc->proc_name)).s,
-            NULL != proc->proc_hostname ? proc->proc_hostname : "?", peer,
+            opal_get_proc_hostname(proc), peer,
             (unsigned) remote->ports[0], (unsigned) remote->ports[1], (unsigned) remote->mtu);
     fflush(c->map_file);
 }
@@ -1581,7 +1582,9 @@ mca_btl_base_module_t opal_btl_usnic_module_template = {
     .btl_max_send_size = 64 * 1024,
     .btl_exclusivity = MCA_BTL_EXCLUSIVITY_DEFAULT,
     .btl_latency = 2,
-    .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS | MCA_BTL_FLAGS_PUT,
+    /* a PUT completes only once the target has the data (its ACK) */
+    .btl_flags = MCA_BTL_FLAGS_SEND | MCA_BTL_FLAGS_SEND_INPLACE | MCA_BTL_FLAGS_SINGLE_ADD_PROCS | MCA_BTL_FLAGS_PUT |
+                 OPAL_BTL_USNIC_FLAGS_REMOTE_COMPLETION,
     /* PUT: ob1's pipeline registers each piece of the receive buffer and
      * PUTs it; pieces of 1 MiB keep registrations few and the window busy */
     .btl_put_limit = 1 << 30,
@@ -1603,5 +1606,7 @@ mca_btl_base_module_t opal_btl_usnic_module_template = {
     .btl_sendi = usnic_sendi,
     .btl_dump = mca_btl_base_dump,
     .btl_register_error = usnic_register_error,
+#if BTL_VERSION < 330
     .btl_ft_event = usnic_ft_event,
+#endif
 };

@@ -13,10 +13,12 @@
 
 #include "opal/mca/btl/btl.h"
 
+#include "btl_usnic_compat.h"
+
 #include "btl_usnic_engine.h"
 
-bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl, uint8_t tag, void *data,
-                                size_t len)
+bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl,
+                                struct mca_btl_base_endpoint_t *ep, uint8_t tag, void *data, size_t len)
 {
     if (OPAL_UNLIKELY(tag >= MCA_BTL_TAG_MAX || NULL == mca_btl_base_active_message_trigger[tag].cbfunc)) {
         /* nobody registered this tag: not for any PML of ours */
@@ -26,10 +28,6 @@ bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_modul
     }
     const mca_btl_active_message_callback_t *reg = &mca_btl_base_active_message_trigger[tag];
     mca_btl_base_segment_t segment = {.seg_addr.pval = data, .seg_len = len};
-    mca_btl_base_descriptor_t desc;
-    memset(&desc, 0, sizeof(desc));
-    desc.des_segments = &segment;
-    desc.des_segment_count = 1;
-    reg->cbfunc(btl, tag, &desc, reg->cbdata);
+    opal_btl_usnic_call_recv_cb(btl, ep, reg, tag, &segment);
     return true;
 }

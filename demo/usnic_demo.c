@@ -619,10 +619,15 @@ static void pvar_consider(pvar_set_t *set, int index)
     err = MPI_T_pvar_get_info(index, name, &name_len, &verbosity, &var_class,
                               &type, &enumtype, desc, &desc_len, &bind,
                               &readonly, &continuous, &atomic);
-    if (err == MPI_T_ERR_INVALID_INDEX) {
+    if (err == MPI_T_ERR_INVALID_INDEX
+#ifdef MPI_T_ERR_INVALID
+        || err == MPI_T_ERR_INVALID
+#endif
+    ) {
         /* Open MPI keeps the indices of pvars whose component was closed
          * (e.g. a BTL that found no usable device) but reports them as
-         * invalid: skip silently. */
+         * invalid (4.1: MPI_T_ERR_INVALID_INDEX, 5.0: MPI_T_ERR_INVALID):
+         * skip silently. */
         return;
     }
     if (err != MPI_SUCCESS) {

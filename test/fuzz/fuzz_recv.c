@@ -459,7 +459,7 @@ static void fz_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
      * it is inside it, and only a registered one reaches the PML */
     uint64_t bad_tags = eng->stats.num_drop_bad_tag;
     S.pml_calls = 0;
-    bool handed = opal_btl_usnic_pml_deliver(eng, NULL, tag, data, len);
+    bool handed = opal_btl_usnic_pml_deliver(eng, NULL, NULL, tag, data, len);
     FZ_CHECK(handed == fz_tag_registered(tag));
     FZ_CHECK(S.pml_calls == (handed ? 1u : 0u));
     FZ_CHECK(eng->stats.num_drop_bad_tag == bad_tags + (handed ? 0u : 1u));

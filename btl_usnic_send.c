@@ -250,6 +250,34 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
     return true;
 }
 
+/* Is the segment embedded in small |frag| still owned by the wire (sent
+ * before and not yet ACKed, or posted)? */
+static bool small_seg_busy(const opal_btl_usnic_send_frag_t *frag)
+{
+    return 0 != frag->seg.flags && !opal_btl_usnic_seg_is_free_to_recycle(&frag->seg);
+}
+
+/* Send a copy of small |frag|'s data in a fragment of our own.  For a
+ * descriptor sent again after its callback (the BTL base's AM RDMA
+ * emulation in Open MPI 5 does this) while its own segment is un-ACKed.
+ * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE (the caller retries). */
+static int submit_copy(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag, uint8_t tag)
+{
+    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(ep->eng);
+    if (NULL == copy) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    uint8_t *dst = opal_btl_usnic_seg_payload(&copy->seg, sizeof(opal_btl_usnic_hdr_t));
+    size_t len = 0;
+    for (uint32_t i = 0; i < frag->base.des_segment_count; ++i) {
+        memcpy(dst + len, frag->segments[i].seg_addr.pval, frag->segments[i].seg_len);
+        len += frag->segments[i].seg_len;
+    }
+    OPAL_BTL_USNIC_STAT_INC(ep->eng, num_resubmit_copies);
+    opal_btl_usnic_frag_submit_owned(ep, copy, tag, len);
+    return OPAL_SUCCESS;
+}
+
 int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
     opal_btl_usnic_engine_t *eng = ep->eng;
@@ -257,14 +285,34 @@ int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sen
     if (OPAL_UNLIKELY(ep->failed)) {
         return OPAL_ERR_UNREACH;
     }
-    OPAL_BTL_USNIC_STAT_INC(eng, pml_module_sends);
-    frag->tag = tag;
-    frag->ep = ep;
-    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+    /* A descriptor may come back for another send once we called back
+     * (the BTL base's AM RDMA emulation reuses its descriptor for each
+     * piece): every per-send field starts afresh. */
+    frag->offset = 0;
+    frag->frag_id = 0;
     frag->total_len = 0;
     for (uint32_t i = 0; i < des->des_segment_count; ++i) {
         frag->total_len += frag->segments[i].seg_len;
     }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && small_seg_busy(frag)) {
+        int rc = submit_copy(ep, frag, tag);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+        frag->tag = tag;
+        frag->ep = ep;
+        frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+            return 1; /* the copy is on its way; ours recycles when its old segment is ACKed */
+        }
+        frag->callback_pending = true;
+        opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
+        return 0;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, pml_module_sends);
+    frag->tag = tag;
+    frag->ep = ep;
+    frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
         opal_btl_usnic_send_fast(ep, frag)) {
         if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {

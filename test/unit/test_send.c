@@ -776,10 +776,85 @@ static void test_send_interop_different_mtus(void)
     }
 }
 
+/* The BTL base's AM RDMA emulation (Open MPI 5) sends one descriptor
+ * again and again, refilled after each callback: every send starts at
+ * offset 0 under a new fragment id (the second send once began at the
+ * old end, as one empty chunk every receiver refused: a stalled peer) */
+static void test_send_large_descriptor_sent_again(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    const size_t first = 3 * FX_MAX_CHUNK_PAYLOAD + 5, second = FX_MAX_FRAG_PAYLOAD + 7;
+    opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, first, ALWAYS, 11, &cb);
+    REQUIRE(NULL != frag);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x41), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(cb.calls, 1);
+    size_t before = fx.nposts;
+    fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, second, 12);
+    frag->segments[0].seg_len = second;
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x42), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 2);
+    uint8_t *want = (uint8_t *) malloc(second);
+    fx_fill(want, second, 12);
+    REQUIRE(fx.nposts > before);
+    uint32_t id = opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[before].bytes)->frag_id);
+    CHECK_EQ_U(id, 2);
+    CHECK(check_chunks(&fx, before, fx.nposts, id, want, second, 0x42));
+    free(want);
+    fx_free(&fx, frag);
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A small descriptor sent again while its own segment is un-ACKed (and
+ * may be retransmitted): the new data leaves in a copy, the old segment
+ * keeps its sequence number and bytes, and both are released by ACKs */
+static void test_send_small_descriptor_sent_again_before_ack(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, 1000, ALWAYS, 21, &cb);
+    REQUIRE(NULL != frag);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x21), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 1);
+    REQUIRE_EQ(cb.calls, 1);
+    fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 1000, 22);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x22), 0);
+    CHECK_EQ_U(fx.eng.stats.num_resubmit_copies, 1);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 2);
+    REQUIRE_EQ(fx.nposts, 2);
+    uint8_t want[1000];
+    fx_fill(want, sizeof(want), 22);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[1]);
+    CHECK_EQ(h->tag, 0x22);
+    CHECK_EQ_U(opal_btl_usnic_host32(h->seq), ISN + 1);
+    CHECK_MEM(fx.posts[1].bytes + FX_HDR, want, 1000);
+    /* the first send's segment still holds the first data and sequence */
+    CHECK_EQ_U(frag->seg.seq, ISN);
+    fx_free(&fx, frag);
+    CHECK(!fx_all_recycled(&fx)); /* un-ACKed: not yet */
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
           UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
           UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi), UNIT_TEST(test_send_large_chunking),
           UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
           UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
           UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),
-          UNIT_TEST(test_send_interop_different_mtus), UNIT_TEST(test_send_now_defers_callback))
+          UNIT_TEST(test_send_interop_different_mtus), UNIT_TEST(test_send_now_defers_callback),
+          UNIT_TEST(test_send_large_descriptor_sent_again),
+          UNIT_TEST(test_send_small_descriptor_sent_again_before_ack))

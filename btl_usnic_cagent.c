@@ -382,8 +382,7 @@ static int open_listener(void)
 /* Tell the local processes where the listener is (only they can read it) */
 static int publish_path(void)
 {
-    int rc;
-    OPAL_MODEX_SEND_VALUE(rc, OPAL_BTL_USNIC_PMIX_LOCAL, OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path, OPAL_BTL_USNIC_PMIX_STRING);
+    int rc = opal_btl_usnic_modex_put_local_string(OPAL_BTL_USNIC_CAGENT_PATH_KEY, agent.path);
     if (OPAL_SUCCESS != rc) {
         listener_failed("publishing the socket's path in the modex", EIO);
     }

@@ -36,7 +36,6 @@
 /* PMIx scopes, keys and value types under the names each series uses */
 #if OPAL_MAJOR_VERSION >= 5
 #    define OPAL_BTL_USNIC_PMIX_GLOBAL PMIX_GLOBAL
-#    define OPAL_BTL_USNIC_PMIX_LOCAL PMIX_LOCAL
 #    define OPAL_BTL_USNIC_PMIX_JOB_SIZE PMIX_JOB_SIZE
 #    define OPAL_BTL_USNIC_PMIX_LOCAL_PEERS PMIX_LOCAL_PEERS
 #    define OPAL_BTL_USNIC_PMIX_LOCAL_RANK PMIX_LOCAL_RANK
@@ -45,7 +44,6 @@
 #    define OPAL_BTL_USNIC_PMIX_STRING PMIX_STRING
 #else
 #    define OPAL_BTL_USNIC_PMIX_GLOBAL OPAL_PMIX_GLOBAL
-#    define OPAL_BTL_USNIC_PMIX_LOCAL OPAL_PMIX_LOCAL
 #    define OPAL_BTL_USNIC_PMIX_JOB_SIZE OPAL_PMIX_JOB_SIZE
 #    define OPAL_BTL_USNIC_PMIX_LOCAL_PEERS OPAL_PMIX_LOCAL_PEERS
 #    define OPAL_BTL_USNIC_PMIX_LOCAL_RANK OPAL_PMIX_LOCAL_RANK
@@ -90,6 +88,23 @@ static inline int opal_btl_usnic_modex_get_bytes(const opal_process_name_t *name
         *size = 0;
     }
     return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
+}
+
+/* Publish |value| under |key| to the processes of this host */
+static inline int opal_btl_usnic_modex_put_local_string(const char *key, char *value)
+{
+    int rc;
+#if OPAL_MAJOR_VERSION >= 5
+    /* not OPAL_MODEX_SEND_VALUE: it never frees the copy PMIX_VALUE_LOAD
+     * makes (PMIx_Put copies again) */
+    pmix_value_t kv;
+    PMIX_VALUE_LOAD(&kv, value, PMIX_STRING);
+    rc = PMIx_Put(PMIX_LOCAL, key, &kv);
+    PMIX_VALUE_DESTRUCT(&kv);
+#else
+    OPAL_MODEX_SEND_VALUE(rc, OPAL_PMIX_LOCAL, (char *) key, value, OPAL_STRING);
+#endif
+    return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERROR;
 }
 
 /* Ask the runtime to end the job (the connectivity checker's verdict) */

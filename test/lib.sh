@@ -1,10 +1,73 @@
-# Shell helpers shared by the test suites (sourced, not run).
+# Shell helpers shared by the test suites (sourced, not run), and the one
+# place that knows how the Open MPI series differ for the tests.
+
+# ---------------------------------------------------------------------
+# Which Open MPI the suites test.  Default: the one on PATH (Debian 12's
+# 4.1).  USNIC_OMPI=/prefix names another installation (run-all.sh's
+# Open MPI 5 leg sets it): its bin/ goes first on PATH and its lib/ on
+# LD_LIBRARY_PATH, so that Debian's prebuilt MPI programs (LAMMPS,
+# NetPIPE, mpi4py: linked against libmpi.so.40, whose C ABI 5.0 keeps)
+# run on it too.  Sets, for the suites:
+#   OMPI_SERIES     "4.1", "5.0", ... (major.minor of the Open MPI tested)
+#   SHM_BTL         the shared-memory BTL: vader (4.1) or sm (5.0)
+#   OSC_ARGS        what one-sided MPI over a send-only BTL needs: 4.1's
+#                   osc/pt2pt must be asked for; 5.0 has no pt2pt, and its
+#                   default osc/rdma reaches the BTL through the BTL
+#                   base's active-message RDMA emulation (no flags)
+#   OVERSUBSCRIBE   mpirun's way to allow more ranks than cores
+#   OOB_LO          keeps the runtime's own TCP on loopback: ORTE needs
+#                   --mca oob_tcp_if_include lo; PRRTE never takes lo for
+#                   its out-of-band network (it fails with "No network
+#                   interfaces were found"), and needs none for local jobs
+#   rsh_agent_args AGENT   mpirun arguments for a private rsh agent
+#                   (ORTE: --mca plm_rsh_agent; PRRTE: --prtemca)
+#   series_dir DIR  DIR for 4.1, DIR-ompi<series> otherwise: binaries
+#                   built by one series' mpicc never run on the other
+# ---------------------------------------------------------------------
+if [ -n "${USNIC_OMPI:-}" ] && [ "${USNIC_OMPI_ACTIVE:-}" != "$USNIC_OMPI" ]; then
+    export PATH=$USNIC_OMPI/bin:$PATH
+    export LD_LIBRARY_PATH=$USNIC_OMPI/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export USNIC_OMPI_ACTIVE=$USNIC_OMPI   # a nested suite does not add it again
+fi
+OMPI_SERIES=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full:\([0-9]*\.[0-9]*\).*/\1/p' | head -n 1)
+OMPI_SERIES=${OMPI_SERIES:-unknown}
+case "$OMPI_SERIES" in
+    4.*|3.*|unknown)
+        SHM_BTL=vader
+        OSC_ARGS=(--mca osc pt2pt)
+        OVERSUBSCRIBE=(--oversubscribe)
+        OOB_LO=(--mca oob_tcp_if_include lo)
+        ;;
+    *)
+        SHM_BTL=sm
+        OSC_ARGS=()
+        OVERSUBSCRIBE=(--map-by :OVERSUBSCRIBE)
+        OOB_LO=()
+        ;;
+esac
+
+rsh_agent_args() {
+    case "$OMPI_SERIES" in
+        4.*|3.*|unknown) printf '%s\n' --mca plm_rsh_agent "$1" --mca plm_rsh_no_tree_spawn 1 ;;
+        *) printf '%s\n' --prtemca plm_rsh_agent "$1" --prtemca plm_rsh_no_tree_spawn 1 ;;
+    esac
+}
+
+series_dir() {
+    case "$OMPI_SERIES" in
+        4.*|3.*|unknown) printf '%s\n' "$1" ;;
+        *) printf '%s\n' "$1-ompi$OMPI_SERIES" ;;
+    esac
+}
 
 # use_build_dir DIR [LOGS]: BUILD_DIR = DIR made and absolute, LOG_DIR =
 # a fresh, empty BUILD_DIR/LOGS (default "logs"); exits 2 if it cannot
+# (DIR goes through series_dir)
 use_build_dir() {
-    mkdir -p "$1" || exit 2
-    BUILD_DIR=$(cd "$1" && pwd)
+    local dir
+    dir=$(series_dir "$1")
+    mkdir -p "$dir" || exit 2
+    BUILD_DIR=$(cd "$dir" && pwd)
     LOG_DIR=$BUILD_DIR/${2:-logs}
     rm -rf "$LOG_DIR"
     mkdir -p "$LOG_DIR" || exit 2

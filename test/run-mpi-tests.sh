@@ -47,9 +47,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Every job: the requested BTL under ob1, oversubscribed on this small
 # machine, and every TCP socket (runtime and tcp BTL alike) kept on lo.
-MPIRUN_ARGS=(--allow-run-as-root --oversubscribe --bind-to none
+MPIRUN_ARGS=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none
              --mca pml ob1 --mca btl "$BTL"
-             --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"})
 read -r -a EXTRA_ARGS <<< "$MPIRUN_EXTRA"
 
 PASSED=0

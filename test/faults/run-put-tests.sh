@@ -3,7 +3,8 @@
 # Emulated PUT under MPI: large transfers among 3 and 4 ranks that ob1
 # moves with btl_put (the BTL's counters must show PUT datagrams written),
 # receive buffers with guard zones freed right after use, one-sided MPI
-# over osc pt2pt, and an on-path attacker (forge_put) answering every PUT
+# (Open MPI 4.1: osc pt2pt; 5.0: osc rdma through the BTL base's AM RDMA
+# emulation, with no flags), and an on-path attacker (forge_put) answering every PUT
 # datagram with forgeries (wrong key, out of range, stale key, wrong peer)
 # while the job runs, with protection full (the tag stops them) and none
 # (the PUT checks must): the data and the guard zones must stay intact and
@@ -13,7 +14,9 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$ROOT/test/lib.sh"  # OVERSUBSCRIBE, OOB_LO, OSC_ARGS, series_dir
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0
 failed=0
@@ -27,8 +30,8 @@ for prog in put_stress onesided; do
 done
 cc -O2 -Wall -Wextra -Werror -o "$BUILD/forge_put" "$HERE/forge_put.c" || { echo "0 passed, 1 failed"; exit 1; }
 
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl usnic,self
-        --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600)
+MPIRUN=(mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 --mca btl usnic,self
+        --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600)
 log=$(mktemp)
 flog=$(mktemp)
 trap 'rm -f "$log" "$flog"' EXIT
@@ -55,14 +58,16 @@ for spec in "3 64 1" "4 16 1"; do
     fi
 done
 
-# --- 2. one-sided MPI over osc pt2pt ---
-for np in 2 3; do
-    timeout 120 "${MPIRUN[@]}" -np "$np" --mca osc pt2pt "$BUILD/onesided" >"$log" 2>&1
+# --- 2. one-sided MPI (only usnic joins the ranks: it carries it all) ---
+osc_name="osc ${OSC_ARGS[2]:-rdma, no flags}"
+for np in 2 3 4; do
+    timeout 120 "${MPIRUN[@]}" -np "$np" ${OSC_ARGS[@]+"${OSC_ARGS[@]}"} "$BUILD/onesided" >"$log" 2>&1
     rc=$?
-    if [[ $rc -eq 0 ]] && grep -q "PASS onesided" "$log"; then
-        ok "onesided $np ranks (osc pt2pt): put, get, accumulate, passive target verified"
+    if [[ $rc -eq 0 ]] && grep -q "PASS onesided" "$log" &&
+       [[ $(grep "final stats" "$log" | grep -cE " frag_sends=[1-9]") -eq $np ]]; then
+        ok "onesided $np ranks ($osc_name): put, get, accumulate, passive target, fetch_and_op, compare_and_swap, get_accumulate, post/start verified, over usnic"
     else
-        bad "onesided $np ranks (rc=$rc)" "$log"
+        bad "onesided $np ranks, $osc_name (rc=$rc)" "$log"
     fi
 done
 

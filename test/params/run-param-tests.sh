@@ -5,17 +5,19 @@
 #  - OMPI_MCA_btl_usnic_<name> and --mca both set parameters;
 #  - bad values give our show_help message (not "help file not found"),
 #    the usnic BTL disqualifies itself, and the job still runs on tcp;
-#  - the usnic BTL is really selected when asked for, and vader keeps
+#  - the usnic BTL is really selected when asked for, and the shared-memory BTL (vader, or sm on 5.0) keeps
 #    on-host traffic when it is listed too.
 # Prints "N passed, N failed" last; exits non-zero on any failure.
 #
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD=${PARAM_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OMPI_SERIES, SHM_BTL, OVERSUBSCRIBE, OOB_LO, series_dir
+BUILD=${PARAM_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1
-        --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo)
+MPIRUN=(mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1
+        ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_tcp_if_include lo)
 passed=0
 failed=0
 
@@ -125,13 +127,13 @@ else
     bad "invalid CIDR entry (rc=$rc)" "$out"
 fi
 
-# --- 6. with vader listed, vader keeps on-host traffic (exclusivity) ---
-run -- -np 2 --mca btl usnic,vader,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600
+# --- 6. with $SHM_BTL listed, $SHM_BTL keeps on-host traffic (exclusivity) ---
+run -- -np 2 --mca btl usnic,$SHM_BTL,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600
 if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -q "btl:usnic final stats" <<<"$out" &&
    ! grep "btl:usnic final stats" <<<"$out" | grep -q "total_sends="; then
-    ok "usnic,vader,self: vader carries on-host traffic"
+    ok "usnic,$SHM_BTL,self: $SHM_BTL carries on-host traffic"
 else
-    bad "usnic,vader,self (rc=$rc)" "$out"
+    bad "usnic,$SHM_BTL,self (rc=$rc)" "$out"
 fi
 
 # --- 7. a provider that does not exist: usnic out, job on tcp ---
@@ -147,7 +149,7 @@ fi
 # truncated and be counted as an invalid drop; a retransmission alone may
 # be a harmless spurious timeout on a busy host, so it is not the signal)
 out=$(timeout 60 "${MPIRUN[@]}" --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
-      -np 1 -x OMPI_MCA_btl_usnic_priority_limit=200 "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
+      -np 1 env OMPI_MCA_btl_usnic_priority_limit=200 "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "btl:usnic final stats" <<<"$out") -eq 2 ]] &&
    ! grep "btl:usnic final stats" <<<"$out" | grep -q "drop_truncated\|invalid_recvs"; then
@@ -159,7 +161,7 @@ fi
 # --- 9. peers with different protection: reported with both hosts, no
 # usnic traffic between them, the job runs on tcp ---
 out=$(timeout 60 "${MPIRUN[@]}" --mca btl usnic,tcp,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
-      -np 1 -x OMPI_MCA_btl_usnic_protection=none "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
+      -np 1 env OMPI_MCA_btl_usnic_protection=none "$BUILD/ring" : -np 1 "$BUILD/ring" 2>&1)
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -qE "Local protection: +(full|none)" <<<"$out" &&
    grep -qE "Peer protection: +(full|none)" <<<"$out" && grep -q "Peer host" <<<"$out" &&

@@ -20,7 +20,8 @@
 #                   its out-of-band network (it fails with "No network
 #                   interfaces were found"), and needs none for local jobs
 #   rsh_agent_args AGENT   mpirun arguments for a private rsh agent
-#                   (ORTE: --mca plm_rsh_agent; PRRTE: --prtemca)
+#                   (ORTE: --mca plm_rsh_agent; PRRTE: --prtemca plm_ssh_agent)
+#   oob_net_args NET   mpirun arguments keeping the runtime's TCP on NET
 #   series_dir DIR  DIR for 4.1, DIR-ompi<series> otherwise: binaries
 #                   built by one series' mpicc never run on the other
 # ---------------------------------------------------------------------
@@ -49,7 +50,14 @@ esac
 rsh_agent_args() {
     case "$OMPI_SERIES" in
         4.*|3.*|unknown) printf '%s\n' --mca plm_rsh_agent "$1" --mca plm_rsh_no_tree_spawn 1 ;;
-        *) printf '%s\n' --prtemca plm_rsh_agent "$1" --prtemca plm_rsh_no_tree_spawn 1 ;;
+        *) printf '%s\n' --prtemca plm_ssh_agent "$1" --prtemca plm_ssh_no_tree_spawn 1 ;;
+    esac
+}
+
+oob_net_args() {
+    case "$OMPI_SERIES" in
+        4.*|3.*|unknown) printf '%s\n' --mca oob_tcp_if_include "$1" ;;
+        *) printf '%s\n' --prtemca oob_tcp_if_include "$1" ;;
     esac
 }
 

@@ -22,6 +22,17 @@
 # duplication and reordering, on a busy host).  All
 # traffic stays on loopback (the host's or the namespace's).
 #
+# Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
+# (with -Werror), installed there, and the unit, parameter, MPI
+# integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
+# two-host and real-client suites run again on it.  Which 5.0:
+#   OMPI5=/prefix   an installation of yours
+#   (unset)         /opt/openmpi-5.0.10 if it is there, else the prebuilt
+#                   tarball in ../shared/openmpi-5/ beside the clone (our
+#                   CI), unpacked to /opt
+#   OMPI5=none      skip the leg
+# Without one the summary says, plainly, that the leg was not run.
+#
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +42,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 total_passed=0
 total_failed=0
+total_not_run=0
+not_run_list=()
 start_all=$(date +%s)
 
 banner() { printf '\n===== %s =====\n' "$*"; }
@@ -49,9 +62,10 @@ run_suite() {
     local rc=${PIPESTATUS[0]}
     local summary
     summary=$(grep -E '^[A-Za-z-]*:? *[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
-    local p f
+    local p f n
     p=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
     f=$(grep -oE '[0-9]+ failed' <<<"$summary" | grep -oE '[0-9]+')
+    n=$(grep -oE '[0-9]+ not run' <<<"$summary" | grep -oE '[0-9]+')
     if [[ -z "$summary" ]]; then
         p=0
         f=1
@@ -62,7 +76,64 @@ run_suite() {
     fi
     total_passed=$((total_passed + p))
     total_failed=$((total_failed + f))
-    echo "-- $name: $p passed, $f failed ($(( $(date +%s) - start ))s)"
+    if [[ -n "$n" && "$n" -gt 0 ]]; then
+        total_not_run=$((total_not_run + n))
+        not_run_list+=("$name: $n check(s) (see NOT RUN lines above)")
+    fi
+    echo "-- $name: $p passed, $f failed${n:+, $n not run} ($(( $(date +%s) - start ))s)"
+}
+
+# not_run_leg NAME WHY: a whole part this run could not do
+not_run_leg() {
+    banner "$1"
+    echo "NOT RUN $1: $2"
+    total_not_run=$((total_not_run + 1))
+    not_run_list+=("$1: $2")
+}
+
+# find_ompi5: OMPI5 = the Open MPI 5 installation to test, or empty (WHY
+# says why)
+find_ompi5() {
+    WHY=
+    if [[ "${OMPI5:-}" == none ]]; then
+        OMPI5=
+        WHY="OMPI5=none"
+        return
+    fi
+    if [[ -n "${OMPI5:-}" ]]; then
+        [[ -x "$OMPI5/bin/ompi_info" ]] || { WHY="OMPI5=$OMPI5 has no bin/ompi_info"; OMPI5=; }
+        return
+    fi
+    # the prebuilt unpacks to /opt/openmpi-<version> (its README)
+    local tarball
+    tarball=$(ls "$ROOT"/../shared/openmpi-5/openmpi-5.*-debian12-x86_64.tar.xz 2>/dev/null | tail -n 1)
+    OMPI5=/opt/openmpi-5.0.10
+    if [[ -n "$tarball" ]]; then
+        OMPI5=/opt/$(basename "$tarball" | sed 's/-debian12-x86_64\.tar\.xz$//')
+        if [[ ! -x "$OMPI5/bin/ompi_info" ]]; then
+            echo "unpacking $tarball to / (creates $OMPI5)"
+            tar -xJf "$tarball" -C / || { WHY="cannot unpack $tarball"; OMPI5=; return; }
+        fi
+    fi
+    if [[ ! -x "$OMPI5/bin/ompi_info" ]]; then
+        WHY="no Open MPI 5 found (name one with OMPI5=/prefix)"
+        OMPI5=
+    fi
+}
+
+# ompi5_installed: the 5.0 build is installed and listed with BTL API 3.3.0
+ompi5_installed() {
+    local line
+    line=$("$OMPI5/bin/ompi_info" | grep 'MCA btl: usnic')
+    echo "$line"
+    if [[ "$line" == *"API v3.3.0"* ]]; then
+        echo "ok   ompi_info of $OMPI5 lists the usnic BTL with API v3.3.0"
+        echo "1 passed, 0 failed"
+    else
+        echo "FAIL ompi_info of $OMPI5 does not list the usnic BTL with API v3.3.0"
+        echo "0 passed, 1 failed"
+        return 1
+    fi
 }
 
 banner "dependencies"
@@ -100,8 +171,40 @@ run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash "$ROOT/test/dynamic/run-dynamic-tests.sh"
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
 
+find_ompi5
+if [[ -z "$OMPI5" ]]; then
+    not_run_leg "Open MPI 5 leg" "$WHY"
+else
+    banner "Open MPI 5 leg: build against $OMPI5 and install there"
+    if ! { make -C "$ROOT" OMPI="$OMPI5" clean >/dev/null && make -C "$ROOT" OMPI="$OMPI5" -j2 >"$LOGDIR/build-ompi5.log" 2>&1 &&
+           make -C "$ROOT" OMPI="$OMPI5" install; }; then
+        tail -40 "$LOGDIR/build-ompi5.log"
+        echo "!! the build against $OMPI5 failed"
+        total_failed=$((total_failed + 1))
+    else
+        L5="Open MPI 5"
+        run_suite "$L5: installed, API v3.3.0" ompi5_installed
+        run_suite "$L5: unit tests" make -C "$ROOT" --no-print-directory OMPI="$OMPI5" check
+        run_suite "$L5: parameters and selection" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/params/run-param-tests.sh"
+        run_suite "$L5: MPI integration over usnic" env USNIC_OMPI="$OMPI5" BTL=usnic,self \
+            MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
+        run_suite "$L5: PUT, one-sided over osc rdma, forged PUTs" env USNIC_OMPI="$OMPI5" \
+            bash "$ROOT/test/faults/run-put-tests.sh"
+        run_suite "$L5: UDP loss 1 percent" env USNIC_OMPI="$OMPI5" LOSS_RATES=1 bash "$ROOT/test/faults/run-loss-tests.sh"
+        run_suite "$L5: two hosts, two interfaces each (namespaces)" env USNIC_OMPI="$OMPI5" \
+            bash "$ROOT/test/hosts/run-host-tests.sh"
+        run_suite "$L5: real MPI clients" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/clients/run-client-tests.sh"
+    fi
+fi
+
 banner "summary"
 echo "suite logs: $LOGDIR"
 echo "total time: $(( $(date +%s) - start_all ))s"
-echo "$total_passed passed, $total_failed failed"
+if [[ $total_not_run -gt 0 ]]; then
+    echo "not run:"
+    printf '  %s\n' "${not_run_list[@]}"
+    echo "$total_passed passed, $total_failed failed, $total_not_run not run"
+else
+    echo "$total_passed passed, $total_failed failed"
+fi
 [[ $total_failed -eq 0 ]]

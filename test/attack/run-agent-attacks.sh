@@ -150,8 +150,7 @@ ATTACK=$ATTACK_TMP/agent_attack
 ok "setup: hosts $H1 $H2, attacker $ATTACK"
 
 BASE_ARGS=(--allow-run-as-root --hostfile "$HOSTFILE" --bind-to none
-           --mca plm_rsh_agent "$AGENT" --mca plm_rsh_no_tree_spawn 1
-           --mca oob_tcp_if_include "$HOSTS_NET1.0/24"
+           $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24")
            --mca pml ob1 --mca btl usnic,self --mca btl_usnic_stats 3600 --mca btl_usnic_verbose 5
            --mca btl_usnic_if_include "$HOSTS_NET1.0/24,$HOSTS_NET2.0/24"
            --mca btl_usnic_connectivity_timeout 100 --mca btl_usnic_connectivity_retries 3)

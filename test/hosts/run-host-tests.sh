@@ -71,8 +71,7 @@ fi
 ok "setup $HOSTS_COUNT hosts (${HOSTS[*]}), head $HOSTS_HEAD"
 
 BASE_ARGS=(--allow-run-as-root --hostfile "$HOSTFILE" --map-by node --bind-to none
-           --mca plm_rsh_agent "$AGENT" --mca plm_rsh_no_tree_spawn 1
-           --mca oob_tcp_if_include "$HOSTS_NET1.0/24")
+           $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24"))
 USNIC_ARGS=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_stats 3600)
 CIDRS="$HOSTS_NET1.0/24,$HOSTS_NET2.0/24"
 
@@ -212,6 +211,8 @@ fi
 
 name="spawn across hosts ($NP1 parents, $NP1 children)"
 log=$LOG_DIR/spawn-across-hosts.log
+case "$OMPI_SERIES" in
+4.*)
 run_head "$log" "$TEST_TIMEOUT" -np "$NP1" "${USNIC_ARGS[@]}" --mca btl_usnic_if_include "$CIDRS" \
     --mca rmaps_base_mapping_policy node "$BUILD_DIR/spawn" basic "$NP1"
 peer_if=$(grep -E 'final stats \[[^]]* rank [0-9]+ veth[12]\] peer [0-9]+ of job 0x' "$log" |
@@ -227,10 +228,17 @@ elif [ "$peer_if" -ne "$want_peer_if" ] || [ "$child_hosts" -lt 2 ]; then
 else
     ok "$name (${SECS}s): $peer_if peer-of-another-job lines with an RTT sample, veth1 and veth2 on $child_hosts hosts"
 fi
+;;
+*)
+    # Seen with 5.0.10: the spawn hangs just as over btl/tcp, with
+    # "LAUNCHER JOB OBJECT NOT FOUND" from the launcher.
+    not_run "$name" "Open MPI $OMPI_SERIES's launcher (PRRTE) does not complete MPI_Comm_spawn across these namespaced hosts, over btl/tcp either"
+    ;;
+esac
 
 # ---------------------------------------------------------------------
 # Asymmetric interfaces: rank 0 on host 1 uses both subnets, rank 1 on
-# host 2 only subnet 2 (per-context -x OMPI_MCA_btl_usnic_if_include).
+# host 2 only subnet 2 (per-context env OMPI_MCA_btl_usnic_if_include).
 # Rank 0's veth1 has no peer interface on its subnet: it must not claim
 # the peer (or must reach it correctly); the job must complete over
 # veth2.  Pairing veth1 with the peer's only interface makes two of rank
@@ -245,8 +253,8 @@ rm -rf "$AMAP"
 mkdir -p "$AMAP"
 run_head "$log" "$((PEER_TIMEOUT + 90))" "${USNIC_ARGS[@]}" --mca btl_usnic_peer_timeout "$PEER_TIMEOUT" \
     --mca btl_usnic_connectivity_map "$AMAP/map" \
-    -np 1 --host "${HOSTS[0]}" -x "OMPI_MCA_btl_usnic_if_include=$CIDRS" "$BUILD_DIR/pingpong" : \
-    -np 1 --host "${HOSTS[1]}" -x "OMPI_MCA_btl_usnic_if_include=$HOSTS_NET2.0/24" "$BUILD_DIR/pingpong"
+    -np 1 --host "${HOSTS[0]}" env "OMPI_MCA_btl_usnic_if_include=$CIDRS" "$BUILD_DIR/pingpong" : \
+    -np 1 --host "${HOSTS[1]}" env "OMPI_MCA_btl_usnic_if_include=$HOSTS_NET2.0/24" "$BUILD_DIR/pingpong"
 cross=$(cat "$AMAP"/map-*.txt 2>/dev/null | awk '!/^#/ { split($2, l, "."); split($7, p, ".")
         if (l[3] != p[3]) print $1 " " $2 " -> " $7 }' | tr '\n' ';')
 if [ "$RC" -eq 0 ] && grep -q '^PASS pingpong' "$log" && [ -z "$cross" ]; then

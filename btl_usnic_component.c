@@ -19,12 +19,14 @@
 #include <rdma/fi_errno.h>
 
 #include "btl_usnic_compat.h"
+#include "opal/mca/installdirs/installdirs.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
 #include "btl_usnic_connectivity.h"
+#include "btl_usnic_help.h"
 
 #define OPAL_BTL_USNIC_FI_VERSION FI_VERSION(1, 5)
 
@@ -49,23 +51,28 @@ opal_btl_usnic_component_t mca_btl_usnic_component = {
     },
 };
 
-/* Let show_help find our help file next to the plugin when it is not
- * installed in Open MPI's own data directory (e.g. ~/.openmpi/components). */
-static void add_help_dir(void)
+/* Where our help file is: next to the plugin (make install-user puts it
+ * in ~/.openmpi/components), else in Open MPI's data directory.  Our own
+ * renderer looks there (btl_usnic_help.c); so does show_help, the
+ * fallback. */
+static void add_help_dirs(void)
 {
     Dl_info info;
     if (0 != dladdr((void *) &mca_btl_usnic_component, &info) && NULL != info.dli_fname) {
         char *copy = strdup(info.dli_fname);
         if (NULL != copy) {
-            opal_show_help_add_dir(dirname(copy));
+            const char *dir = dirname(copy);
+            opal_btl_usnic_help_add_dir(dir);
+            opal_show_help_add_dir(dir);
             free(copy);
         }
     }
+    opal_btl_usnic_help_add_dir(opal_install_dirs.opaldatadir);
 }
 
 static int usnic_component_register(void)
 {
-    add_help_dir();
+    add_help_dirs();
     return opal_btl_usnic_component_register_params();
 }
 
@@ -105,6 +112,7 @@ static int usnic_component_close(void)
     c->num_modules = 0;
     opal_output_close(c->output);
     OBJ_DESTRUCT(&c->lock);
+    opal_btl_usnic_help_clear_dirs();
     return OPAL_SUCCESS;
 }
 

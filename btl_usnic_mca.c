@@ -17,6 +17,7 @@
 #include "opal/util/show_help.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_help.h"
 
 /* Bad values found at registration.  They are reported from component
  * init, where the process knows its local rank (one message per host). */
@@ -45,7 +46,10 @@ void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...)
     }
     va_list ap;
     va_start(ap, topic);
-    char *msg = opal_show_help_vstring("help-mpi-btl-usnic.txt", topic, true, ap);
+    char *msg = opal_btl_usnic_help_vrender(topic, ap);
+    if (NULL == msg) {
+        msg = opal_show_help_vstring(OPAL_BTL_USNIC_HELP_FILE, topic, true, ap);
+    }
     va_end(ap);
     if (NULL != msg) {
         fprintf(stderr, "%s", msg);

@@ -32,6 +32,9 @@
 #                   CI), unpacked to /opt
 #   OMPI5=none      skip the leg
 # Without one the summary says, plainly, that the leg was not run.
+# Last, with LIBFABRIC2_INCLUDE=DIR (libfabric 2.x headers, which Debian 12
+# lacks), every source is compiled with -Werror against them for both
+# series (test/compat/check-libfabric2.sh); otherwise "not run".
 #
 set -uo pipefail
 
@@ -195,6 +198,13 @@ else
             bash "$ROOT/test/hosts/run-host-tests.sh"
         run_suite "$L5: real MPI clients" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/clients/run-client-tests.sh"
     fi
+fi
+
+if [[ -n "${LIBFABRIC2_INCLUDE:-}" ]]; then
+    run_suite "build against libfabric 2.x headers" env OMPI5="${OMPI5:-}" bash "$ROOT/test/compat/check-libfabric2.sh"
+else
+    not_run_leg "build against libfabric 2.x headers" \
+        "Debian 12 has libfabric 1.x only; LIBFABRIC2_INCLUDE=DIR (a 2.x include directory) runs it"
 fi
 
 banner "summary"

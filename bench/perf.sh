@@ -8,6 +8,7 @@
 #   REPS=3 BUDGET=0.5 bash bench/perf.sh # shorter
 #   TRANSPORTS="usnic tcp udp" bash bench/perf.sh
 #   TRANSPORTS="usnic usnic_header usnic_none" bash bench/perf.sh   # protection only
+#   USNIC_OMPI=/opt/openmpi-5.0.10 bash bench/perf.sh   # against another Open MPI
 #   bash bench/perf.sh --scale           # the scale mode (bench/scale.sh)
 #
 # Transports (TRANSPORTS, default all, run in this order, rotated by one
@@ -21,7 +22,8 @@
 #   rxd     libfabric's reliable datagrams (ofi_rxd over the udp
 #           provider) through pml cm + mtl ofi; every run is checked to
 #           have used that path, as in bench/loss-goodput.sh
-#   vader   shared memory, for reference: pml ob1, btl vader,self
+#   vader   shared memory, for reference: pml ob1, btl vader,self (Open
+#           MPI 5: btl sm,self, shown as "sm")
 #   udp     bench/udp_raw.c: a bare polling UDP socket ping-pong (0, 8,
 #           1024, 1472 bytes, and 16 KiB as 12 datagrams each way) and a
 #           polling stream of 1472-byte datagrams (goodput = bytes
@@ -56,6 +58,9 @@
 #   RUN_TIMEOUT   seconds before one run is killed, default 300
 #   BIND          mpirun binding (default: probe "--bind-to core
 #                 --map-by core", fall back to "--bind-to none")
+#   USNIC_OMPI    an Open MPI installation to measure instead of the one on
+#                 PATH (test/lib.sh: its bin/ and lib/ go first; output
+#                 goes to bench/build-ompi<x.y>/)
 #
 # Output: per-run lines, then the tables, the target lines and the paths
 # of the CSV files and the plot, all under bench/build/:
@@ -71,7 +76,10 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD_DIR="$BENCH_DIR/build"
+REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
+# shellcheck source=../test/lib.sh
+. "$BENCH_DIR/../test/lib.sh"   # USNIC_OMPI, OMPI_SERIES, SHM_BTL, OOB_LO, series_dir
+BUILD_DIR=$(series_dir "$BENCH_DIR/build")
 LOG_DIR="$BUILD_DIR/perf-logs"
 
 if [[ ${1:-} == --scale ]]; then
@@ -134,7 +142,7 @@ fi
 START=$SECONDS
 mkdir -p "$BUILD_DIR" "$LOG_DIR" || die "cannot create $LOG_DIR"
 rm -f "$LOG_DIR"/*.log
-echo "building bench/build/perf and bench/build/udp_raw"
+echo "building ${BUILD_DIR#$REPO_DIR/}/perf and udp_raw"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" ||
     die "compiling bench/perf.c failed"
 cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/udp_raw" "$BENCH_DIR/udp_raw.c" ||
@@ -148,7 +156,7 @@ command -v fi_pingpong >/dev/null || HAVE_FIPP=0
 
 mpirun_2() {
     # shellcheck disable=SC2086  # BIND is a word list
-    timeout -k 10 "$RUN_TIMEOUT" mpirun -np 2 $BIND --mca oob_tcp_if_include lo "$@"
+    timeout -k 10 "$RUN_TIMEOUT" mpirun -np 2 $BIND ${OOB_LO[@]+"${OOB_LO[@]}"} "$@"
 }
 if [[ -z ${BIND:-} ]]; then
     BIND="--bind-to core --map-by core"
@@ -170,7 +178,7 @@ transport_args() {
         # prove the path (checked after the run).
         rxd)   echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
                     "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
-        vader) echo "--mca pml ob1 --mca btl vader,self" ;;
+        vader) echo "--mca pml ob1 --mca btl $SHM_BTL,self" ;;
     esac
 }
 
@@ -181,7 +189,7 @@ title() {
         usnic_none) echo "usnic none" ;;
         tcp)   echo "tcp" ;;
         rxd)   echo "udp;ofi_rxd" ;;
-        vader) echo "vader" ;;
+        vader) echo "$SHM_BTL" ;;
         udp)   echo "UDP socket" ;;
         fipp)  echo "fi_pingpong" ;;
     esac
@@ -406,7 +414,7 @@ run_one() {
     printf '  rep %d/%d  %-12s %-4s %5.1fs  load %s -> %s  others %s%% of the CPUs  UDP rcvbuf drops %s%s\n' \
         "$rep" "$REPS" "$t" "${STATUS[$t,$rep]%% *}" "$WALL" "$LOAD0" "$LOAD1" "$FOREIGN" \
         "$UDPDROPS" "${RUN_EXTRA:+  ($RUN_EXTRA)}"
-    [[ ${STATUS[$t,$rep]} == ok ]] || echo "    ${STATUS[$t,$rep]}; log: bench/build/perf-logs/$t-$rep.log"
+    [[ ${STATUS[$t,$rep]} == ok ]] || echo "    ${STATUS[$t,$rep]}; log: ${LOG_DIR#$REPO_DIR/}/$t-$rep.log"
     if [[ $FOREIGN -gt $FOREIGN_PCT ]]; then
         echo "    warning: other processes used ${FOREIGN}% of the CPUs during this run (load $LOAD0 -> $LOAD1): its numbers are suspect"
         DISTURBED+=("$t/$rep:$FOREIGN%")
@@ -418,7 +426,7 @@ run_one() {
 : >"$RUNS_CSV"
 # shellcheck disable=SC2206
 ORDER=($TRANSPORTS)
-echo "perf: $REPS repetitions of {$TRANSPORTS}, interleaved; $NCPU CPUs; mpirun $BIND; budget x$BUDGET"
+echo "perf: Open MPI $(ompi_info --parsable | sed -n 's/^ompi:version:full://p') ($(command -v mpirun)); $REPS repetitions of {$TRANSPORTS}, interleaved; $NCPU CPUs; mpirun $BIND; budget x$BUDGET"
 echo "      load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # How long this host takes a polling process off its CPU: a peer stalled
 # longer than the retransmit timeout makes a lossless path retransmit.
@@ -717,14 +725,14 @@ echo
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     if /usr/bin/python3 "$BENCH_DIR/plot.py" "$SUMMARY_CSV" "$PLOT" \
         "$REPS runs, $(date -u +%Y-%m-%d), $NCPU CPUs"; then
-        echo "plot: bench/build/perf.png"
+        echo "plot: ${PLOT#$REPO_DIR/}"
     else
         echo "plot: bench/plot.py failed"
     fi
 else
     echo "plot: skipped (no matplotlib for /usr/bin/python3: apt-get install python3-matplotlib)"
 fi
-echo "CSV: bench/build/perf.csv (per cell), bench/build/perf-runs.csv (per run); logs: bench/build/perf-logs/"
+echo "CSV: ${SUMMARY_CSV#$REPO_DIR/} (per cell), ${RUNS_CSV#$REPO_DIR/} (per run); logs: ${LOG_DIR#$REPO_DIR/}/"
 if [[ ${#DISTURBED[@]} -gt 0 ]]; then
     echo "warning: ${#DISTURBED[@]} of $((REPS * ${#ORDER[@]})) runs shared the machine with other work (>${FOREIGN_PCT}% of the CPUs): ${DISTURBED[*]}"
 fi

@@ -25,7 +25,8 @@
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
 # (with -Werror), installed there, and the unit, parameter, MPI
 # integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
-# two-host and real-client suites run again on it.  Which 5.0:
+# duplication/reordering, incast, two-host and real-client suites run
+# again on it.  Which 5.0:
 #   OMPI5=/prefix   an installation of yours
 #   (unset)         /opt/openmpi-5.0.10 if it is there, else the prebuilt
 #                   tarball in ../shared/openmpi-5/ beside the clone (our
@@ -194,6 +195,8 @@ else
         run_suite "$L5: PUT, one-sided over osc rdma, forged PUTs" env USNIC_OMPI="$OMPI5" \
             bash "$ROOT/test/faults/run-put-tests.sh"
         run_suite "$L5: UDP loss 1 percent" env USNIC_OMPI="$OMPI5" LOSS_RATES=1 bash "$ROOT/test/faults/run-loss-tests.sh"
+        run_suite "$L5: duplication and reordering" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/faults/run-dupreorder-test.sh"
+        run_suite "$L5: incast" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/faults/run-incast-test.sh"
         run_suite "$L5: two hosts, two interfaces each (namespaces)" env USNIC_OMPI="$OMPI5" \
             bash "$ROOT/test/hosts/run-host-tests.sh"
         run_suite "$L5: real MPI clients" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/clients/run-client-tests.sh"

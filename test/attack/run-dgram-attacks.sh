@@ -30,6 +30,8 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../report.sh
 source "$ROOT/test/report.sh"
@@ -53,8 +55,8 @@ if ! { mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/victim" "$HERE/victim.c" &&
 fi
 chmod 755 "$BUILD"/*
 
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl usnic,self
-        --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_verbose 5
+MPIRUN=(mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 --mca btl usnic,self
+        --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_verbose 5
         --mca btl_usnic_stats 1)
 
 # counter NAME: summed over the ranks' final statistics
@@ -255,9 +257,9 @@ failed_if() {
     netns_create || { fail "$name" "cannot make a namespace"; return; }
     netns_exec ip link add va type veth peer name vb && netns_exec ip addr add 10.77.0.1/24 dev va &&
         netns_exec ip link set va up && netns_exec ip link set vb up || { fail "$name" "cannot add a veth"; netns_destroy; return; }
-    netns_exec timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
+    netns_exec timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 \
         --mca btl "$btls" --mca btl_usnic_if_include "$ifaces" --mca btl_tcp_if_include lo \
-        --mca oob_tcp_if_include lo --mca btl_usnic_stats 1 -x LD_PRELOAD="$BUILD/libfailnet.so" \
+        ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 1 -x LD_PRELOAD="$BUILD/libfailnet.so" \
         -x FAILNET_BIND_ADDR=10.77.0.1 "$BUILD/victim" 3 >"$LOG" 2>&1
     local rc=$? sends
     netns_destroy

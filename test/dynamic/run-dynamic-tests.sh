@@ -41,9 +41,9 @@ PEER_TIMEOUT=3   # btl_usnic_peer_timeout of the linger and cycles cases
 LINGER=10        # seconds the lingering parent calls MPI after its children left
 # --tag-output prefixes every line with [JOB,RANK]: the mpirun's own job is
 # 1, the jobs it spawns 2, 3, ...; the stats lines are told apart by it.
-MPIRUN_ARGS=(--allow-run-as-root --oversubscribe --bind-to none --tag-output
+MPIRUN_ARGS=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --tag-output
              --mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
-             --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"}
              --mca btl_usnic_stats 15)
 EXTRA_ARGS=()
 DYN_PIDS=()      # background jobs (ompi-server, servers) to end on exit
@@ -339,7 +339,7 @@ start_ompi_server() {
     local dir=$1 i
     rm -f "$dir/uri"
     ${NS_PREFIX[@]+"${NS_PREFIX[@]}"} timeout -k 5 $((TEST_TIMEOUT + 30)) ompi-server --no-daemonize \
-        --mca oob_tcp_if_include lo --report-uri "$dir/uri" > "$dir/ompi-server.log" 2>&1 &
+        ${OOB_LO[@]+"${OOB_LO[@]}"} --report-uri "$dir/uri" > "$dir/ompi-server.log" 2>&1 &
     SERVER_PID=$!
     DYN_PIDS+=("$SERVER_PID")
     for i in $(seq 100); do

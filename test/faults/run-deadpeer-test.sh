@@ -46,7 +46,9 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 PEER_TIMEOUT=${PEER_TIMEOUT:-3}
 KILL_MARGIN=${KILL_MARGIN:-5}
 LIMIT=${LIMIT:-60}
@@ -75,8 +77,8 @@ run_job() {
     local mode=$1
     shift
     local start=$EPOCHREALTIME
-    stamped=$(timeout -k 5 "$LIMIT" mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 \
-                  --mca btl usnic,self --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo \
+    stamped=$(timeout -k 5 "$LIMIT" mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 \
+                  --mca btl usnic,self --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} \
                   --mca btl_usnic_peer_timeout "$PEER_TIMEOUT" "$@" "$BUILD/deadpeer" "$mode" 2>&1 |
               while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done
               exit "${PIPESTATUS[0]}")

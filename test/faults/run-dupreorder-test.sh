@@ -14,8 +14,10 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
 ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 SPEC=${INJECT:-dup=7,reorder=5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0
@@ -27,8 +29,8 @@ mkdir -p "$BUILD"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/soak" "$HERE/soak.c" || { echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
-timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600 \
+timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
+    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 \
     --mca btl_usnic_inject_faults "$SPEC" "$BUILD/soak" 3 >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS soak" "$log"; then ok "soak with $SPEC: data verified"; else bad "soak with $SPEC (rc=$rc)" "$log"; fi
@@ -51,8 +53,8 @@ rm -f "$log"
 mpicc -O2 -Wall -Wextra -Werror -I"$ROOT/test/mpi" -o "$BUILD/pingpong" "$ROOT/test/mpi/pingpong.c" ||
     { echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 log=$(mktemp)
-timeout 180 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600 \
+timeout 180 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
+    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 \
     --mca btl_usnic_inject_faults forge_put=3 "$BUILD/pingpong" >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS pingpong" "$log"; then ok "ping-pong with forged PUTs: data verified"; else bad "ping-pong with forged PUTs (rc=$rc)" "$log"; fi

@@ -13,7 +13,9 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 ROUNDS=${ROUNDS:-64}
 SOAK_SECONDS=${SOAK_SECONDS:-10}   # outlasts capture (<= 1.5 s) and the bursts
 REPLAY_CAPTURE=${REPLAY_CAPTURE:-2000}  # genuine datagrams to capture
@@ -34,8 +36,8 @@ log=$(mktemp)
 injlog=$(mktemp)
 replog=$(mktemp)
 trap 'rm -f "$log" "$injlog" "$replog"' EXIT
-timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_verbose 5 \
+timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
+    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_verbose 5 \
     --mca btl_usnic_stats 3600 "$BUILD/soak" "$SOAK_SECONDS" >"$log" 2>&1 &
 job=$!
 

@@ -8,15 +8,17 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 MAX_PERCENT=${MAX_PERCENT:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0
 failed=0
 mkdir -p "$BUILD"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/incast" "$HERE/incast.c" || { echo "0 passed, 1 failed"; exit 1; }
-out=$(timeout 180 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4 --mca pml ob1 --mca btl usnic,self \
-      --mca btl_usnic_if_include lo --mca oob_tcp_if_include lo --mca btl_usnic_stats 3600 "$BUILD/incast" 32 1048576 2>&1)
+out=$(timeout 180 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 4 --mca pml ob1 --mca btl usnic,self \
+      --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 "$BUILD/incast" 32 1048576 2>&1)
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS incast" <<<"$out"; then
     echo "ok   incast: 3 x 32 MiB verified"

@@ -25,11 +25,13 @@ set -u
 set -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
 ROOT=$(cd "$HERE/../.." && pwd)
 SECONDS_PER_RUN=${STRESS_SECONDS:-20}
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
-BUILD=${STRESS_BUILD_DIR:-$HERE/build}
+BUILD=${STRESS_BUILD_DIR:-$(series_dir "$HERE/build")}
 SOAK_MINUTES=0
 if [[ "${1:-}" == "--minutes" ]]; then
     SOAK_MINUTES=${2:?--minutes needs a number}
@@ -66,8 +68,8 @@ for p in rndv_eager_limit eager_limit max_send_size rdma_pipeline_send_length mi
 done
 LIMITS="$LIMITS,4194304"
 
-COMMON=(--allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca osc pt2pt
-        --mca oob_tcp_if_include lo)
+COMMON=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 ${OSC_ARGS[@]+"${OSC_ARGS[@]}"}
+        ${OOB_LO[@]+"${OOB_LO[@]}"})
 USNIC=(--mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 15)
 VADER=(--mca btl vader,self)
 

@@ -40,7 +40,9 @@ HELGRIND_TIMEOUT=${HELGRIND_TIMEOUT:-600}
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 
-BUILD_DIR=${THREADS_BUILD_DIR:-$SCRIPT_DIR/build-threads}
+. "$SCRIPT_DIR/../lib.sh"  # run_mpi, OVERSUBSCRIBE, OOB_LO, series_dir
+
+BUILD_DIR=${THREADS_BUILD_DIR:-$(series_dir "$SCRIPT_DIR/build-threads")}
 mkdir -p "$BUILD_DIR" || exit 2
 BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 LOG_DIR=$BUILD_DIR/logs
@@ -74,8 +76,6 @@ report_fail() {    # name secs reason [logfile]
     fi
     FAILED=$((FAILED + 1))
 }
-
-. "$SCRIPT_DIR/../lib.sh"  # run_mpi
 
 judge() {          # name secs rc log limit  -> 0 if the run passed
     local name=$1 secs=$2 rc=$3 log=$4 limit=$5

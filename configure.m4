@@ -2,14 +2,33 @@
 #
 # Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
 #
-# Configure glue for building the usnic BTL inside an Open MPI 4.1 source
-# tree as opal/mca/btl/usnic (it replaces upstream's usnic BTL there).
+# Configure glue for building the usnic BTL inside an Open MPI 4.1.x or
+# 5.0.x source tree as opal/mca/btl/usnic (it replaces upstream's usnic BTL
+# there).  scripts/intree-build.sh proves both series.
 #
 # libfabric is required (found by Open MPI's OPAL_CHECK_OFI, so --with-ofi
 # and --with-ofi-libdir apply), and so is libsodium (the datagrams' tags
 # and key derivation; Debian: libsodium-dev).  The Cisco usnic extension header
 # rdma/fi_ext_usnic.h is optional: without it the component runs on any
 # FI_EP_DGRAM provider (libfabric's portable "udp" provider).
+#
+# What differs between the series' configure macros, and how this file
+# copes (both trees' config/opal_check_ofi.m4 were read for this):
+#  - OPAL_CHECK_OFI: 4.1 takes no argument and leaves the flags in
+#    opal_ofi_{CPPFLAGS,LDFLAGS,LIBS} (and AC_SUBSTs them); 5.0 needs a
+#    prefix argument, sets <prefix>_{CPPFLAGS,LDFLAGS,LIBS} (through
+#    OAC_CHECK_PACKAGE, which always sets them, if only to empty) and
+#    substitutes nothing.  We call OPAL_CHECK_OFI([btl_usnic_ofi]) (4.1
+#    ignores the argument) and take the flags from btl_usnic_ofi_* when
+#    they are set, else from opal_ofi_*.  Both series leave opal_ofi_happy.
+#  - The component's own flags are btl_usnic_{CPPFLAGS,LDFLAGS,LIBS}
+#    (libfabric plus libsodium), substituted for Makefile.am; both series'
+#    MCA_PROCESS_COMPONENT also hand btl_usnic_{LDFLAGS,LIBS} to the
+#    wrapper compilers when the component is built static.
+#  - libopen-pal's libtool library: 4.1 substitutes OPAL_LIB_PREFIX
+#    (lib@OPAL_LIB_PREFIX@open-pal.la), 5.0 OPAL_LIB_NAME
+#    (lib@OPAL_LIB_NAME@.la); each leaves the other's unsubstituted, so
+#    this file substitutes btl_usnic_libopen_pal for Makefile.am.
 #
 # --with-usnic      fail configure if the usnic BTL cannot be built
 # --without-usnic   do not build the usnic BTL
@@ -24,6 +43,8 @@
 AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
     AC_CONFIG_FILES([opal/mca/btl/usnic/Makefile])
     OPAL_VAR_SCOPE_PUSH([btl_usnic_happy btl_usnic_why btl_usnic_ext btl_usnic_fi_major btl_usnic_fi_minor btl_usnic_save_CPPFLAGS])
+    btl_usnic_CPPFLAGS=
+    btl_usnic_LDFLAGS=
     btl_usnic_LIBS=
 
     AC_ARG_WITH([usnic],
@@ -47,13 +68,25 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
                    [btl_usnic_happy=no
                     btl_usnic_why="Linux only; host is $host_os"])])
 
+    # 5.0 sets btl_usnic_ofi_{CPPFLAGS,LDFLAGS,LIBS}; 4.1 ignores the
+    # argument and sets opal_ofi_* instead (see the top of this file).
     AS_IF([test "$btl_usnic_happy" = "yes"],
-          [OPAL_CHECK_OFI
+          [AS_UNSET([btl_usnic_ofi_CPPFLAGS])
+           AS_UNSET([btl_usnic_ofi_LDFLAGS])
+           AS_UNSET([btl_usnic_ofi_LIBS])
+           OPAL_CHECK_OFI([btl_usnic_ofi])
            AS_IF([test "$opal_ofi_happy" != "yes"],
                  [btl_usnic_happy=no
                   AS_IF([test "$with_ofi" = "no"],
                         [btl_usnic_why="libfabric disabled by --without-ofi"],
-                        [btl_usnic_why="libfabric not found; install its development files (Debian: libfabric-dev) or see --with-ofi"])])])
+                        [btl_usnic_why="libfabric not found; install its development files (Debian: libfabric-dev) or see --with-ofi"])],
+                 [AS_IF([test "${btl_usnic_ofi_LIBS+set}" = "set"],
+                        [btl_usnic_CPPFLAGS=$btl_usnic_ofi_CPPFLAGS
+                         btl_usnic_LDFLAGS=$btl_usnic_ofi_LDFLAGS
+                         btl_usnic_LIBS=$btl_usnic_ofi_LIBS],
+                        [btl_usnic_CPPFLAGS=$opal_ofi_CPPFLAGS
+                         btl_usnic_LDFLAGS=$opal_ofi_LDFLAGS
+                         btl_usnic_LIBS=$opal_ofi_LIBS])])])
 
     # FI_VERSION(1,5): FI_CONTEXT2, fabric names in CIDR form.
     AS_IF([test "$btl_usnic_happy" = "yes"],
@@ -63,7 +96,7 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
 
     AS_IF([test "$btl_usnic_happy" = "yes"],
           [btl_usnic_save_CPPFLAGS=$CPPFLAGS
-           CPPFLAGS="$opal_ofi_CPPFLAGS $CPPFLAGS"
+           CPPFLAGS="$btl_usnic_CPPFLAGS $CPPFLAGS"
            AC_COMPUTE_INT([btl_usnic_fi_major], [FI_MAJOR_VERSION],
                           [#include <rdma/fabric.h>], [btl_usnic_fi_major=?])
            AC_COMPUTE_INT([btl_usnic_fi_minor], [FI_MINOR_VERSION],
@@ -77,12 +110,25 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
     # Every datagram's tag and the key derivation (btl_usnic_auth.c)
     AS_IF([test "$btl_usnic_happy" = "yes"],
           [AC_CHECK_HEADER([sodium.h],
-                           [AC_CHECK_LIB([sodium], [sodium_init], [btl_usnic_LIBS=-lsodium],
+                           [AC_CHECK_LIB([sodium], [sodium_init], [btl_usnic_LIBS="$btl_usnic_LIBS -lsodium"],
                                          [btl_usnic_happy=no
                                           btl_usnic_why="libsodium not found; install its development files (Debian: libsodium-dev)"])],
                            [btl_usnic_happy=no
                             btl_usnic_why="sodium.h not found; install libsodium's development files (Debian: libsodium-dev)"])])
+
+    # Makefile.am links the DSO against the tree's libopen-pal.
+    AS_IF([test -n "$OPAL_LIB_NAME"],
+          [btl_usnic_libopen_pal="lib${OPAL_LIB_NAME}.la"],
+          [btl_usnic_libopen_pal="lib${OPAL_LIB_PREFIX}open-pal.la"])
+
+    AS_IF([test "$btl_usnic_happy" != "yes"],
+          [btl_usnic_CPPFLAGS=
+           btl_usnic_LDFLAGS=
+           btl_usnic_LIBS=])
+    AC_SUBST([btl_usnic_CPPFLAGS])
+    AC_SUBST([btl_usnic_LDFLAGS])
     AC_SUBST([btl_usnic_LIBS])
+    AC_SUBST([btl_usnic_libopen_pal])
 
     AS_IF([test "$btl_usnic_ext" = "yes"],
           [AC_DEFINE([OPAL_BTL_USNIC_HAVE_FI_EXT_USNIC], [1],

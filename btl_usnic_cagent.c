@@ -164,12 +164,19 @@ static void modex_free(opal_btl_usnic_modex_t *m, size_t n)
     }
 }
 
+/* A value not found without asking the server may still come from it
+ * (the modex is fetched on demand rather than all at the fence) */
+static bool ask_server_too(int rc)
+{
+    return OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data);
+}
+
 int opal_btl_usnic_cmodex_get(uint32_t vpid, const char *key, void *data_p, int type)
 {
     opal_process_name_t name = {.jobid = OPAL_PROC_MY_NAME.jobid, .vpid = vpid};
     int rc;
     OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, key, &name, (void **) data_p, type);
-    if (OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data)) {
+    if (ask_server_too(rc)) {
         OPAL_MODEX_RECV_VALUE(rc, key, &name, (void **) data_p, type);
     }
     return rc;
@@ -185,7 +192,7 @@ static opal_btl_usnic_modex_t *modex_of(uint32_t vpid, size_t *n_p)
     void *bytes = NULL;
     size_t size = 0;
     int rc = opal_btl_usnic_modex_get_bytes(&name, agent.modex_key, true, &bytes, &size);
-    if (OPAL_SUCCESS != rc && (opal_pmix_base_async_modex || !opal_pmix_collect_all_data)) {
+    if (ask_server_too(rc)) {
         rc = opal_btl_usnic_modex_get_bytes(&name, agent.modex_key, false, &bytes, &size);
     }
     if (OPAL_SUCCESS != rc || NULL == bytes) {

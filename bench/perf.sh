@@ -529,7 +529,7 @@ if [[ ${#MPI_T[@]} -gt 0 ]]; then
     echo
     line=$(printf '%-18s' "")
     for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(title "$t")"); done
-    for t in "${MPI_T[@]}"; do [[ $t == usnic ]] || line+=$(printf '  %12s' "usnic/$t"); done
+    for t in "${MPI_T[@]}"; do [[ $t == usnic ]] || line+=$(printf '  %12s' "usnic/$(title "$t")"); done
     echo "$line"
     for row in $ROWS; do
         m=${row%%:*} s=${row#*:}

@@ -452,11 +452,13 @@ hpcc_run() {
 # ... --> Integrity check passed" line: counter lines are cut out first.
 # With Open MPI 5 the "N: SIZE bytes ... -->" of a line and its verdict
 # may even land in different streams, so sizes and verdicts are counted
-# apart: np_sizes lists the sizes run, np_passes counts the verdicts.
+# apart: np_sizes lists the sizes run (sorted: which stream a line lands
+# in, and so its place in the concatenation, varies from run to run),
+# np_passes counts the verdicts.
 np_sizes() {
     cat "$1" "$1.err" 2> /dev/null |
         perl -0pe 's/\[[^\]\n]*\] btl:usnic \w+ stats[^\n]*\n//g' |
-        perl -ne 'print "$1\n" while /\b(\d+) bytes +\d+ times -->/g'
+        perl -ne 'print "$1\n" while /\b(\d+) bytes +\d+ times -->/g' | sort -n
 }
 np_passes() {
     cat "$1" "$1.err" 2> /dev/null | grep -o 'Integrity check passed' | wc -l

@@ -278,6 +278,19 @@ static int submit_copy(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_
     return OPAL_SUCCESS;
 }
 
+/* |frag|'s data left inside the PML's send call: btl_send's 1 (done, no
+ * callback; recycled when ACKed), or 0 with the callback made from
+ * progress, like vader, rather than from inside the PML's own call */
+static int sent_already(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    if (frag->owned_by_btl && !(frag->base.des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
+        return 1;
+    }
+    frag->callback_pending = true;
+    opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
+    return 0;
+}
+
 int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
     opal_btl_usnic_engine_t *eng = ep->eng;
@@ -294,35 +307,18 @@ int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sen
     for (uint32_t i = 0; i < des->des_segment_count; ++i) {
         frag->total_len += frag->segments[i].seg_len;
     }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && small_seg_busy(frag)) {
-        int rc = submit_copy(ep, frag, tag);
-        if (OPAL_SUCCESS != rc) {
-            return rc;
-        }
-        frag->tag = tag;
-        frag->ep = ep;
-        frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
-        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
-            return 1; /* the copy is on its way; ours recycles when its old segment is ACKed */
-        }
-        frag->callback_pending = true;
-        opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
-        return 0;
-    }
-    OPAL_BTL_USNIC_STAT_INC(eng, pml_module_sends);
     frag->tag = tag;
     frag->ep = ep;
     frag->owned_by_btl = (des->des_flags & MCA_BTL_DES_FLAGS_BTL_OWNERSHIP) != 0;
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && small_seg_busy(frag)) {
+        /* the copy is on its way; ours recycles when its old segment is ACKed */
+        int rc = submit_copy(ep, frag, tag);
+        return (OPAL_SUCCESS == rc) ? sent_already(eng, frag) : rc;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, pml_module_sends);
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && frag->total_len <= ep->max_tiny_payload &&
         opal_btl_usnic_send_fast(ep, frag)) {
-        if (frag->owned_by_btl && !(des->des_flags & MCA_BTL_DES_SEND_ALWAYS_CALLBACK)) {
-            return 1; /* done: no callback; recycled when ACKed */
-        }
-        /* like vader, call back from progress rather than from inside the
-         * PML's own send call */
-        frag->callback_pending = true;
-        opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
-        return 0;
+        return sent_already(eng, frag);
     }
     frag->callback_pending = true;
     opal_btl_usnic_endpoint_enqueue_frag(ep, frag);

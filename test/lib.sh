@@ -9,6 +9,7 @@
 # NetPIPE, mpi4py: linked against libmpi.so.40, whose C ABI 5.0 keeps)
 # run on it too.  Sets, for the suites:
 #   OMPI_SERIES     "4.1", "5.0", ... (major.minor of the Open MPI tested)
+#   LAUNCHER        orte (4.1 and older) or prrte (5.0 on)
 #   SHM_BTL         the shared-memory BTL: vader (4.1) or sm (5.0)
 #   OSC_ARGS        what one-sided MPI over a send-only BTL needs: 4.1's
 #                   osc/pt2pt must be asked for; 5.0 has no pt2pt, and its
@@ -34,12 +35,14 @@ OMPI_SERIES=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full:\(
 OMPI_SERIES=${OMPI_SERIES:-unknown}
 case "$OMPI_SERIES" in
     4.*|3.*|unknown)
+        LAUNCHER=orte
         SHM_BTL=vader
         OSC_ARGS=(--mca osc pt2pt)
         OVERSUBSCRIBE=(--oversubscribe)
         OOB_LO=(--mca oob_tcp_if_include lo)
         ;;
     *)
+        LAUNCHER=prrte
         SHM_BTL=sm
         OSC_ARGS=()
         OVERSUBSCRIBE=(--map-by :OVERSUBSCRIBE)
@@ -48,24 +51,27 @@ case "$OMPI_SERIES" in
 esac
 
 rsh_agent_args() {
-    case "$OMPI_SERIES" in
-        4.*|3.*|unknown) printf '%s\n' --mca plm_rsh_agent "$1" --mca plm_rsh_no_tree_spawn 1 ;;
-        *) printf '%s\n' --prtemca plm_ssh_agent "$1" --prtemca plm_ssh_no_tree_spawn 1 ;;
-    esac
+    if [ "$LAUNCHER" = orte ]; then
+        printf '%s\n' --mca plm_rsh_agent "$1" --mca plm_rsh_no_tree_spawn 1
+    else
+        printf '%s\n' --prtemca plm_ssh_agent "$1" --prtemca plm_ssh_no_tree_spawn 1
+    fi
 }
 
 oob_net_args() {
-    case "$OMPI_SERIES" in
-        4.*|3.*|unknown) printf '%s\n' --mca oob_tcp_if_include "$1" ;;
-        *) printf '%s\n' --prtemca oob_tcp_if_include "$1" ;;
-    esac
+    if [ "$LAUNCHER" = orte ]; then
+        printf '%s\n' --mca oob_tcp_if_include "$1"
+    else
+        printf '%s\n' --prtemca oob_tcp_if_include "$1"
+    fi
 }
 
 series_dir() {
-    case "$OMPI_SERIES" in
-        4.*|3.*|unknown) printf '%s\n' "$1" ;;
-        *) printf '%s\n' "$1-ompi$OMPI_SERIES" ;;
-    esac
+    if [ "$LAUNCHER" = orte ]; then
+        printf '%s\n' "$1"
+    else
+        printf '%s\n' "$1-ompi$OMPI_SERIES"
+    fi
 }
 
 # use_build_dir DIR [LOGS]: BUILD_DIR = DIR made and absolute, LOG_DIR =

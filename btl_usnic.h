@@ -67,9 +67,12 @@ typedef struct opal_btl_usnic_channel_t {
     int rd_num;
     uint16_t port;
     int sock_fd;                /* the provider's UDP socket; -1 if none (hardware) */
+    size_t cq_size;             /* entries: every send and receive it can have posted */
     opal_btl_usnic_recv_seg_t *rsegs;
     uint8_t *rbufs;
     size_t rbuf_stride;
+    struct fid_mr *rbuf_mr;     /* registration of rbufs (FI_MR_LOCAL providers), else NULL */
+    void *rbuf_desc;
     opal_btl_usnic_recv_seg_t **unposted; /* buffers the provider refused to take back: retried each pass */
     int nunposted;
 } opal_btl_usnic_channel_t;
@@ -85,6 +88,8 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t netmask;           /* network byte order */
     uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
     bool gather_send;           /* the provider sends two iovecs as one datagram */
+    bool mr_local;              /* the provider needs every posted buffer registered (FI_MR_LOCAL) */
+    opal_btl_usnic_mem_ops_t mem_ops; /* how the engine registers its slabs (if mr_local) */
     bool source_checked;        /* FI_SOURCE: completions say where a datagram came from */
     size_t inject_size;         /* datagrams up to this size go by fi_inject (no completion) */
     uint32_t link_speed_mbps;
@@ -128,8 +133,6 @@ typedef struct opal_btl_usnic_module_t {
         opal_btl_usnic_send_seg_t *held;  /* posted later, after the next datagram */
         opal_btl_usnic_endpoint_t *held_ep;
         int held_channel;
-        uint64_t dup_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS]; /* context of duplicate copies */
-        uint8_t *dup_buf;
         uint64_t dups;
         uint64_t data_dups;               /* duplicates of data-bearing segments */
         uint64_t reorders;
@@ -336,6 +339,12 @@ int opal_btl_usnic_parse_cidr(const char *text, uint32_t *addr_p, uint32_t *mask
 bool opal_btl_usnic_is_loopback(uint32_t ipv4);
 int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len);
 int opal_btl_usnic_if_mtu(const char *ifname);
+/* Largest datagram of ours (header and payload, after the provider's
+ * |prefix|) for a provider's |max_msg_size| (which counts the prefix) on
+ * an interface of MTU |if_mtu| (<= 0: unknown); 0 if none fits */
+size_t opal_btl_usnic_datagram_mtu(size_t max_msg_size, size_t prefix, int if_mtu);
+/* Below this a module is not worth having: a chunk header and some payload */
+#define OPAL_BTL_USNIC_MIN_MTU 256
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
 long opal_btl_usnic_kernel_rmem_default(void);
 /* Our UDP socket bound to |ipv4|:|port| (network order address, host

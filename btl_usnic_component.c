@@ -127,6 +127,8 @@ static struct fi_info *getinfo_caps(const char *provider, uint64_t caps)
     }
     hints->caps = caps;
     hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
+    /* we can register every buffer we post (usnic, verbs UD, EFA need it) */
+    hints->domain_attr->mr_mode = FI_MR_LOCAL;
     hints->addr_format = FI_SOCKADDR_IN;
     hints->ep_attr->type = FI_EP_DGRAM;
     hints->fabric_attr->prov_name = strdup(provider);
@@ -184,11 +186,6 @@ static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
     const char *domain = info->domain_attr->name;
     if (OPAL_SUCCESS != opal_btl_usnic_ifname_for_ipv4(ip, ifname, len)) {
         snprintf(ifname, len, "%s", NULL != domain ? domain : "?");
-    }
-    if ((info->mode & OPAL_BTL_USNIC_FI_MODE_LOCAL_MR) || (info->domain_attr->mr_mode & FI_MR_LOCAL)) {
-        opal_btl_usnic_show_help(true, "provider needs local MR", opal_process_info.nodename,
-                                 info->fabric_attr->prov_name, ifname);
-        return false;
     }
     char *bad = NULL;
     bool keep;

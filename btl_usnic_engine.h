@@ -28,6 +28,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_put.h"
+#include "btl_usnic_slab.h"
 #include "btl_usnic_stats.h"
 
 /* Channels */
@@ -83,6 +84,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
     bool gather_send;             /* the wire sends a header and a payload from elsewhere as one
                                      datagram: PUT segments then reference the source, uncopied */
+    const opal_btl_usnic_mem_ops_t *mem; /* registers segment slabs with the provider; NULL when it
+                                     needs no registered memory */
     uint32_t rx_capacity;         /* datagrams our receive side holds between two progress passes
                                      (kernel socket buffer, or posted buffers on OS-bypass NICs);
                                      0 = unknown: grant every peer its whole window */
@@ -119,6 +122,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
     opal_list_t endpoints_in_flight; /* endpoints with un-ACKed segments */
 
+    opal_btl_usnic_slab_set_t slabs; /* memory of every segment buffer (registered once per slab) */
     opal_free_list_t small_frags;
     opal_free_list_t large_frags;
     opal_free_list_t chunk_segs;
@@ -158,6 +162,14 @@ static inline uint64_t opal_btl_usnic_engine_next_deadline(const opal_btl_usnic_
 }
 
 /* ----- send side (btl_usnic_send.c) ----- */
+
+/**
+ * A copy of |seg| (header, payload and gathered tail) in a chunk segment
+ * of the engine's (registered) memory, for the owner to post as an extra
+ * datagram that is never ACKed nor timed; NULL if none is free.  The copy
+ * has no flags: mark it ACKED so that its completion recycles it.
+ */
+opal_btl_usnic_send_seg_t *opal_btl_usnic_seg_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg);
 
 /* Largest whole fragment toward |ep| (the engine's if |ep| is NULL) */
 static inline size_t opal_btl_usnic_max_frag_payload(const opal_btl_usnic_engine_t *eng,

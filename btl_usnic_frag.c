@@ -29,14 +29,16 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg)
     seg->frag = NULL;
     seg->buf = NULL;
     seg->hdr = NULL;
+    seg->desc = NULL;
     seg->ext_data = NULL;
     seg->ext_len = 0;
 }
 
+/* The buffer belongs to the engine's slabs (btl_usnic_slab.c) */
 static void send_seg_destruct(opal_btl_usnic_send_seg_t *seg)
 {
-    free(seg->buf);
     seg->buf = NULL;
+    seg->desc = NULL;
 }
 
 OBJ_CLASS_INSTANCE(opal_btl_usnic_send_seg_t, opal_free_list_item_t, send_seg_construct,
@@ -64,54 +66,41 @@ OBJ_CLASS_INSTANCE(opal_btl_usnic_send_frag_t, mca_btl_base_descriptor_t, send_f
 
 /* ----- free lists ----- */
 
-static uint8_t *alloc_seg_buffer(const opal_btl_usnic_engine_t *eng, size_t payload)
+/* A zeroed buffer for the provider's prefix and |payload| bytes, from
+ * the engine's registered slabs, attached to |seg| with its descriptor */
+static int seg_attach_buffer(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg, size_t payload,
+                             uint8_t kind)
 {
-    void *buf = NULL;
-    if (0 != posix_memalign(&buf, 64, eng->p.prefix + payload)) {
-        return NULL;
+    uint8_t *buf = (uint8_t *) opal_btl_usnic_slab_alloc(&eng->slabs, eng->p.prefix + payload, &seg->desc);
+    if (NULL == buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    memset(buf, 0, eng->p.prefix + payload);
-    return (uint8_t *) buf;
-}
-
-static void seg_attach_buffer(opal_btl_usnic_send_seg_t *seg, uint8_t *buf, size_t prefix, uint8_t kind)
-{
     seg->buf = buf;
-    seg->hdr = (opal_btl_usnic_hdr_t *) (buf + prefix);
+    seg->hdr = (opal_btl_usnic_hdr_t *) (buf + eng->p.prefix);
     seg->kind = kind;
+    return OPAL_SUCCESS;
 }
 
 static int chunk_seg_init(opal_free_list_item_t *item, void *ctx)
 {
     opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
-    uint8_t *buf = alloc_seg_buffer(eng, eng->p.mtu);
-    if (NULL == buf) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    seg_attach_buffer((opal_btl_usnic_send_seg_t *) item, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_CHUNK);
-    return OPAL_SUCCESS;
+    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, eng->p.mtu, OPAL_BTL_USNIC_SEG_CHUNK);
 }
 
 static int ack_seg_init(opal_free_list_item_t *item, void *ctx)
 {
     opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
-    uint8_t *buf = alloc_seg_buffer(eng, sizeof(opal_btl_usnic_hdr_t));
-    if (NULL == buf) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    seg_attach_buffer((opal_btl_usnic_send_seg_t *) item, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_ACK);
-    return OPAL_SUCCESS;
+    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, sizeof(opal_btl_usnic_hdr_t),
+                             OPAL_BTL_USNIC_SEG_ACK);
 }
 
 static int small_frag_init(opal_free_list_item_t *item, void *ctx)
 {
     opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
-    uint8_t *buf = alloc_seg_buffer(eng, eng->p.mtu);
-    if (NULL == buf) {
+    if (OPAL_SUCCESS != seg_attach_buffer(eng, &frag->seg, eng->p.mtu, OPAL_BTL_USNIC_SEG_SMALL)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    seg_attach_buffer(&frag->seg, buf, eng->p.prefix, OPAL_BTL_USNIC_SEG_SMALL);
     frag->seg.frag = frag;
     frag->kind = OPAL_BTL_USNIC_FRAG_SMALL;
     return OPAL_SUCCESS;

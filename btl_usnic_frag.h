@@ -71,6 +71,7 @@ typedef struct opal_btl_usnic_send_seg_t {
     struct opal_btl_usnic_send_frag_t *frag; /* owning small frag, else NULL */
     uint8_t *buf;                         /* provider buffer (prefix first) */
     opal_btl_usnic_hdr_t *hdr;            /* buf + prefix */
+    void *desc;                           /* registration descriptor of buf (NULL if none needed) */
     /* Gather sends: the last |ext_len| bytes of the datagram are not in
      * |buf| but at |ext_data| (a PUT's source, valid until the segment is
      * ACKed); 0 when the whole datagram is in |buf|. */
@@ -130,7 +131,8 @@ static inline bool opal_btl_usnic_seg_is_free_to_recycle(const opal_btl_usnic_se
 
 /**
  * Create the engine's free lists (small and large fragments, chunk and ACK
- * segments).  Segment buffers are allocated here, cache-line aligned, each
+ * segments).  Segment buffers come from the engine's slabs (registered
+ * with the provider where it needs that), cache-line aligned, each
  * |prefix| + |mtu| bytes.  Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
  */
 int opal_btl_usnic_frag_lists_init(struct opal_btl_usnic_engine_t *eng);

@@ -114,6 +114,18 @@ static long read_sysfs_long(const char *ifname, const char *what)
     return v;
 }
 
+size_t opal_btl_usnic_datagram_mtu(size_t max_msg_size, size_t prefix, int if_mtu)
+{
+    if (max_msg_size <= prefix) {
+        return 0;
+    }
+    size_t mtu = max_msg_size - prefix; /* the provider's limit counts its prefix */
+    if (if_mtu > 28 && (size_t) (if_mtu - 28) < mtu) {
+        mtu = (size_t) (if_mtu - 28); /* IPv4 + UDP headers: never rely on IP fragmentation */
+    }
+    return mtu > 65000 ? 65000 : mtu; /* payload_len is 16 bits */
+}
+
 int opal_btl_usnic_if_mtu(const char *ifname)
 {
     return (int) read_sysfs_long(ifname, "mtu");

@@ -30,6 +30,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_connectivity.h"
+#include "btl_usnic_ext.h"
 
 #define OPAL_BTL_USNIC_DEFAULT_TINY_MTU 768
 #define OPAL_BTL_USNIC_CQ_BATCH 16
@@ -70,12 +71,23 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
                             opal_btl_usnic_send_seg_t *seg, int channel);
 
 /* Hand |seg| to the provider: one buffer, or its header and its payload
- * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers).
+ * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers
+ * and needs no registered memory).  Every post passes the buffer's
+ * registration descriptor (NULL where the provider needs none).
  * A datagram up to the provider's inject size goes by fi_inject: the
  * provider is done with the buffer on return and writes no completion, so
  * we complete it here (the engine set seg->channel before posting), saving
  * a completion queue entry written and read per datagram.  An explicit
  * ACK's segment goes back to its free list at once. */
+/* Tests build a deliberately broken plugin with this defined (test/provider):
+ * ACKs are then posted without their descriptor, and the contract-checking
+ * provider must catch it. */
+#ifdef OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) (OPAL_BTL_USNIC_SEG_ACK == (seg)->kind ? NULL : (seg)->desc)
+#else
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) ((seg)->desc)
+#endif
+
 static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
                         opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
 {
@@ -88,39 +100,43 @@ static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_
             }
             return rc;
         }
-        return fi_send(chan->ep, seg->buf, inline_len, NULL, dest, seg->wire_ctx);
+        return fi_send(chan->ep, seg->buf, inline_len, OPAL_BTL_USNIC_SEG_DESC(seg), dest, seg->wire_ctx);
     }
     struct iovec iov[2] = {
         {.iov_base = seg->buf, .iov_len = inline_len},
         {.iov_base = (void *) seg->ext_data, .iov_len = seg->ext_len},
     };
-    struct fi_msg msg = {.msg_iov = iov, .iov_count = 2, .addr = dest, .context = seg->wire_ctx};
+    void *desc[2] = {seg->desc, NULL};
+    struct fi_msg msg = {.msg_iov = iov, .desc = desc, .iov_count = 2, .addr = dest, .context = seg->wire_ctx};
     return fi_sendmsg(chan->ep, &msg, 0);
 }
 
 /* ----- test-only fault injection (btl_usnic_inject_faults) ----- */
 
-static bool is_inject_ctx(const opal_btl_usnic_module_t *module, const void *ctx)
+/* Post |copy| (a copy of a segment, never ACKed nor timed) on |channel|;
+ * it is recycled when the provider releases it, like any segment.  A copy
+ * uses one send credit, so it is only sent when one is free. */
+static bool inject_post_copy(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *copy, int channel)
 {
-    return module->inject.on && ctx == (const void *) module->inject.dup_ctx;
+    copy->channel = (uint8_t) channel;
+    copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    if (module->eng.credits[channel] > 0 &&
+        0 == seg_send(module, &module->chan[channel], copy, ep->peer_addr[channel])) {
+        --module->eng.credits[channel];
+        return true;
+    }
+    copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+    opal_btl_usnic_seg_release_if_done(&module->eng, copy);
+    return false;
 }
 
-/* Copy the whole datagram of |seg| (prefix, header, payload wherever it
- * is) into the injector's buffer; returns its length. */
-static size_t inject_copy(opal_btl_usnic_module_t *module, const opal_btl_usnic_send_seg_t *seg)
-{
-    memcpy(module->inject.dup_buf, seg->buf, module->prefix);
-    opal_btl_usnic_seg_linearize(seg, module->inject.dup_buf + module->prefix);
-    return module->prefix + seg->wire_len;
-}
-
-/* Send a copy of |seg| whose completion is ignored: the peer sees it twice. */
+/* Send a copy of |seg|: the peer sees it twice. */
 static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    size_t len = inject_copy(module, seg);
-    if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
-                     module->inject.dup_ctx)) {
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_seg_copy(&module->eng, seg);
+    if (NULL != copy && inject_post_copy(module, ep, copy, channel)) {
         ++module->inject.dups;
         if (OPAL_BTL_USNIC_SEG_ACK != seg->kind) {
             ++module->inject.data_dups;
@@ -135,13 +151,15 @@ static void inject_duplicate(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 static void inject_forged_put(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    size_t len = inject_copy(module, seg);
-    opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) (module->inject.dup_buf + module->prefix);
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_seg_copy(&module->eng, seg);
+    if (NULL == copy) {
+        return;
+    }
+    opal_btl_usnic_put_hdr_t *ph = (opal_btl_usnic_put_hdr_t *) copy->hdr;
     ph->key ^= opal_btl_usnic_wire64(0x8000000000000001ull);
-    memset(module->inject.dup_buf + module->prefix + sizeof(*ph), 0xee, seg->wire_len - sizeof(*ph));
-    opal_btl_usnic_seal(&module->eng, ep, &ph->hdr, seg->wire_len);
-    if (0 == fi_send(module->chan[channel].ep, module->inject.dup_buf, len, NULL, ep->peer_addr[channel],
-                     module->inject.dup_ctx)) {
+    memset((uint8_t *) copy->hdr + sizeof(*ph), 0xee, copy->wire_len - sizeof(*ph));
+    opal_btl_usnic_seal(&module->eng, ep, &ph->hdr, copy->wire_len);
+    if (inject_post_copy(module, ep, copy, channel)) {
         ++module->inject.forged_puts;
     }
 }
@@ -154,7 +172,7 @@ static void inject_release_held(opal_btl_usnic_module_t *module)
         module->inject.held = NULL;
         while (-FI_EAGAIN == seg_send(module, &module->chan[module->inject.held_channel], seg,
                                       module->inject.held_ep->peer_addr[module->inject.held_channel])) {
-            struct fi_cq_msg_entry comp;
+            struct fi_cq_msg_entry comp; /* reading no entry lets a socket provider progress */
             (void) fi_cq_read(module->chan[module->inject.held_channel].cq, &comp, 0);
         }
         ++module->inject.reorders;
@@ -300,8 +318,8 @@ static opal_btl_usnic_recv_seg_t *recv_seg_of_ctx(void *ctx)
 static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[rseg->channel];
-    ssize_t rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE, NULL,
-                         FI_ADDR_UNSPEC, rseg->wire_ctx);
+    ssize_t rc = fi_recv(chan->ep, rseg->buf, module->prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE,
+                         chan->rbuf_desc, FI_ADDR_UNSPEC, rseg->wire_ctx);
     return (0 == rc) ? OPAL_SUCCESS : (int) rc;
 }
 
@@ -330,6 +348,43 @@ static void recv_repost_pending(opal_btl_usnic_module_t *module, opal_btl_usnic_
     }
 }
 
+/* ----- registered memory (providers with FI_MR_LOCAL) ----- */
+
+/* The engine's slab registrations: one fi_mr_reg per slab, at setup */
+static int mem_reg(void *ctx, void *base, size_t len, void **handle_p, void **desc_p)
+{
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
+    struct fid_mr *mr = NULL;
+    int rc = fi_mr_reg(module->domain, base, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL);
+    if (0 != rc) {
+        show_fi_error(module, "fi_mr_reg", rc);
+        return rc;
+    }
+    *handle_p = mr;
+    *desc_p = fi_mr_desc(mr);
+    return 0;
+}
+
+static void mem_unreg(void *ctx, void *handle)
+{
+    (void) ctx;
+    fi_close(&((struct fid_mr *) handle)->fid);
+}
+
+/* All receive buffers of a channel are one allocation: one registration */
+static int channel_register_rbufs(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    if (!module->mr_local) {
+        return OPAL_SUCCESS;
+    }
+    void *mr = NULL;
+    if (0 != mem_reg(module, chan->rbufs, chan->rbuf_stride * (size_t) chan->rd_num, &mr, &chan->rbuf_desc)) {
+        return OPAL_ERROR;
+    }
+    chan->rbuf_mr = (struct fid_mr *) mr;
+    return OPAL_SUCCESS;
+}
+
 static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
 {
     opal_btl_usnic_channel_t *chan = &module->chan[c];
@@ -340,6 +395,9 @@ static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
     if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs ||
         NULL == chan->unposted) {
         return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (OPAL_SUCCESS != channel_register_rbufs(module, chan)) {
+        return OPAL_ERROR;
     }
     for (int i = 0; i < chan->rd_num; ++i) {
         chan->rsegs[i].buf = chan->rbufs + i * chan->rbuf_stride;
@@ -372,8 +430,11 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
         show_fi_error(module, "fi_endpoint", rc);
         return OPAL_ERROR;
     }
+    /* every send and receive we can have posted; a hardware CQ that is
+     * smaller overruns and loses completions */
+    chan->cq_size = (size_t) (chan->sd_num + chan->rd_num);
     struct fi_cq_attr cq_attr = {
-        .size = (size_t) (chan->sd_num + chan->rd_num),
+        .size = chan->cq_size,
         .format = FI_CQ_FORMAT_MSG,
         .wait_obj = FI_WAIT_NONE,
     };
@@ -406,6 +467,11 @@ static void channel_close(opal_btl_usnic_channel_t *chan)
     if (NULL != chan->cq) {
         fi_close(&chan->cq->fid);
         chan->cq = NULL;
+    }
+    if (NULL != chan->rbuf_mr) {
+        fi_close(&chan->rbuf_mr->fid); /* after the endpoint: nothing is posted any more */
+        chan->rbuf_mr = NULL;
+        chan->rbuf_desc = NULL;
     }
     free(chan->rsegs);
     chan->rsegs = NULL;
@@ -494,13 +560,23 @@ static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg
 
 static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp, fi_addr_t src)
 {
-    if (OPAL_UNLIKELY(is_inject_ctx(module, comp->op_context))) {
-        return; /* an injected duplicate: nothing of ours to release */
-    }
     if (comp->flags & FI_RECV) {
         handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len, src);
     } else {
         opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp->op_context));
+    }
+}
+
+/* A hardware CQ that overflowed lost completions (a send credit or a
+ * receive buffer each): the queues are sized for every operation we can
+ * have posted, so this is a bug or a provider that sized them otherwise.
+ * Data is not lost (retransmission), but say so, once per module. */
+static void report_cq_overrun(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    if (0 == module->eng.stats.num_cq_overruns++) {
+        opal_btl_usnic_show_help(false, "cq overrun", opal_process_info.nodename, module->if_name,
+                                 chan == &module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL] ? "priority" : "data",
+                                 chan->cq_size, chan->sd_num, chan->rd_num);
     }
 }
 
@@ -512,12 +588,16 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
         return;
     }
     OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors);
-    if (err.flags & FI_RECV) {
+    if (FI_EOVERRUN == err.err) {
+        report_cq_overrun(module, chan);
+    } else if (NULL == err.op_context) {
+        return; /* names no operation of ours */
+    } else if (err.flags & FI_RECV) {
         if (FI_ETRUNC == err.err) {
             count_oversized(module); /* providers that report the overrun */
         }
         recv_repost(module, recv_seg_of_ctx(err.op_context));
-    } else if (NULL != err.op_context && !is_inject_ctx(module, err.op_context)) {
+    } else {
         /* the datagram may not have left; retransmission covers it */
         opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(err.op_context));
     }
@@ -1318,7 +1398,7 @@ static void drain_send_completions(opal_btl_usnic_module_t *module)
             } else if (1 != n) {
                 break;
             }
-            if (!(comp.flags & FI_RECV) && NULL != comp.op_context && !is_inject_ctx(module, comp.op_context)) {
+            if (!(comp.flags & FI_RECV) && NULL != comp.op_context) {
                 opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp.op_context));
             }
         }
@@ -1340,8 +1420,6 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
                     (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, (unsigned long long) module->inject.dups,
                     (unsigned long long) module->inject.data_dups, (unsigned long long) module->inject.reorders,
                     (unsigned long long) module->inject.forged_puts);
-        free(module->inject.dup_buf);
-        module->inject.dup_buf = NULL;
     }
     opal_list_item_t *item;
     while (NULL != (item = opal_list_get_first(&module->all_endpoints)) &&
@@ -1414,18 +1492,27 @@ static uint32_t default_window(const opal_btl_usnic_module_t *module)
     return w;
 }
 
-static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
+/* Does the provider need every posted buffer registered?  (usnic, verbs
+ * UD, EFA: FI_MR_LOCAL, or the older mode bit) */
+static bool info_needs_mr(const struct fi_info *info)
+{
+    return 0 != (info->mode & OPAL_BTL_USNIC_FI_MODE_LOCAL_MR) || 0 != (info->domain_attr->mr_mode & FI_MR_LOCAL);
+}
+
+static int module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
-    size_t max_msg = info->ep_attr->max_msg_size;
-    int if_mtu = opal_btl_usnic_if_mtu(module->if_name);
-    size_t mtu = max_msg;
-    if (if_mtu > 28 && (size_t) (if_mtu - 28) < mtu) {
-        mtu = (size_t) (if_mtu - 28); /* IPv4 + UDP headers */
+    module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
+    size_t mtu = opal_btl_usnic_datagram_mtu(info->ep_attr->max_msg_size, module->prefix,
+                                             opal_btl_usnic_if_mtu(module->if_name));
+    if (mtu < OPAL_BTL_USNIC_MIN_MTU) {
+        opal_btl_usnic_show_help(true, "mtu too small", opal_process_info.nodename, module->if_name,
+                                 module->provider, (size_t) info->ep_attr->max_msg_size, module->prefix,
+                                 opal_btl_usnic_if_mtu(module->if_name), (size_t) OPAL_BTL_USNIC_MIN_MTU);
+        return OPAL_ERR_NOT_AVAILABLE;
     }
-    if (mtu > 65000) {
-        mtu = 65000; /* payload_len is 16 bits */
-    }
+    opal_btl_usnic_verbose(5, "%s: datagrams of %zu bytes after a provider prefix of %zu (max_msg_size %zu)",
+                           module->domain_name, mtu, module->prefix, (size_t) info->ep_attr->max_msg_size);
     size_t tiny = (0 != c->priority_limit) ? (size_t) c->priority_limit : OPAL_BTL_USNIC_DEFAULT_TINY_MTU;
     if (tiny > mtu) {
         tiny = mtu;
@@ -1441,8 +1528,11 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
     data->rd_num = (c->rd_num > 0) ? c->rd_num : (prov_rx < 512 ? prov_rx : 512);
     prio->sd_num = (c->prio_sd_num > 0) ? c->prio_sd_num : (prov_tx < 256 ? prov_tx : 256);
     prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
-    module->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
-    module->gather_send = info->tx_attr->iov_limit >= 2;
+    module->mr_local = info_needs_mr(info);
+    /* gathering a PUT's source would need the user's memory registered:
+     * copying into registered segments costs a memcpy of one datagram
+     * (tens of ns against microseconds of sending) and no registration */
+    module->gather_send = info->tx_attr->iov_limit >= 2 && !module->mr_local;
     /* protection none trusts the fabric entirely: no origin check, and no
      * source lookup per receive either */
     module->source_checked = 0 != (info->caps & FI_SOURCE) && OPAL_BTL_USNIC_PROTECT_NONE != c->protection;
@@ -1451,7 +1541,13 @@ static void module_sizes(opal_btl_usnic_module_t *module, struct fi_info *info)
                            module->inject_size);
     opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
                            module->gather_send ? "PUT segments are sent from the source buffer (gather send)"
+                           : module->mr_local  ? "PUT segments are copied into registered memory"
                                                : "the provider cannot gather: PUT segments are copied");
+    opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
+                           module->mr_local ? "the provider needs registered memory (FI_MR_LOCAL): segment "
+                                              "and receive buffers are registered once per slab"
+                                            : "the provider needs no memory registration");
+    return OPAL_SUCCESS;
 }
 
 /* The module's secrets and first sequence number, from the kernel: a
@@ -1492,7 +1588,9 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
         .rx_capacity = module->rx_capacity,
         .gather_send = module->gather_send,
+        .mem = module->mr_local ? &module->mem_ops : NULL,
     };
+    module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;
     return opal_btl_usnic_engine_init(&module->eng, &p, &libfabric_wire, &module->super);
@@ -1532,11 +1630,14 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (NULL == module->info || OPAL_SUCCESS != opal_hash_table_init(&module->other_job_peers, 32)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module_sizes(module, info);
+    if (OPAL_SUCCESS != (rc = module_sizes(module, info))) {
+        return rc;
+    }
     if (0 != (rc = fi_fabric(info->fabric_attr, &module->fabric, NULL))) {
         show_fi_error(module, "fi_fabric", rc);
         return OPAL_ERROR;
     }
+    opal_btl_usnic_ext_refine(module, NULL); /* netmask, link speed, if name: usnic extension */
     if (0 != (rc = fi_domain(module->fabric, info, &module->domain, NULL))) {
         show_fi_error(module, "fi_domain", rc);
         return OPAL_ERROR;
@@ -1558,8 +1659,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     }
     if (0 != mca_btl_usnic_component.inject_dup_every || 0 != mca_btl_usnic_component.inject_reorder_every ||
         0 != mca_btl_usnic_component.inject_forge_put_every) {
-        module->inject.dup_buf = (uint8_t *) malloc(module->prefix + module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu);
-        module->inject.on = (NULL != module->inject.dup_buf);
+        module->inject.on = true;
         module->inject.dup_every = mca_btl_usnic_component.inject_dup_every;
         module->inject.reorder_every = mca_btl_usnic_component.inject_reorder_every;
         module->inject.forge_put_every = mca_btl_usnic_component.inject_forge_put_every;

@@ -572,8 +572,7 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
 
 /* ----- while the owner is away ----- */
 
-/* A copy of |seg| (header, payload, gathered tail) in a chunk segment */
-static opal_btl_usnic_send_seg_t *away_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
+opal_btl_usnic_send_seg_t *opal_btl_usnic_seg_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
 {
     opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(eng);
     if (NULL == copy) {
@@ -599,7 +598,7 @@ static opal_btl_usnic_send_seg_t *away_copy(opal_btl_usnic_engine_t *eng, const 
 static int away_post_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                           const opal_btl_usnic_send_seg_t *seg)
 {
-    opal_btl_usnic_send_seg_t *copy = away_copy(eng, seg);
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_seg_copy(eng, seg);
     if (NULL == copy) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
@@ -724,6 +723,8 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->constructed = true;
     eng->lists_ready = false;
     eng->defer_callbacks = false;
+    /* 64 full segments a slab: a handful of registrations per module */
+    opal_btl_usnic_slab_set_init(&eng->slabs, params->mem, 64 * (params->prefix + params->mtu));
     return opal_btl_usnic_frag_lists_init(eng);
 }
 
@@ -751,4 +752,5 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     OBJ_DESTRUCT(&eng->endpoints_with_sends);
     OBJ_DESTRUCT(&eng->resend_segs);
     opal_btl_usnic_frag_lists_fini(eng);
+    opal_btl_usnic_slab_set_fini(&eng->slabs); /* after the lists: their items point into it */
 }

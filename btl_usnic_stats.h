@@ -60,6 +60,7 @@
     X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
     X(pml_send_callbacks,   "Send completion callbacks made to the PML") \
     X(num_resubmit_copies,  "Descriptors sent again while their last send was un-ACKed (sent as a copy)") \
+    X(num_cq_overruns,      "Completion queue overruns the provider reported (completions lost: should never happen, the queues are sized for every posted operation)") \
     X(num_puts,             "PUT operations started by the PML") \
     X(num_put_sends,        "PUT segments posted for the first time") \
     X(num_put_recvs,        "PUT segments written into a registered region") \

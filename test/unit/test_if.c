@@ -206,6 +206,21 @@ static void test_pair_modules(void)
     CHECK_EQ(map[1], -1);
 }
 
-UNIT_MAIN(UNIT_TEST(test_parse_cidr_valid), UNIT_TEST(test_parse_cidr_invalid), UNIT_TEST(test_if_list_matches),
+/* The provider's max_msg_size counts its prefix; the interface MTU counts
+ * IPv4 and UDP headers; 16 bits of payload length cap the rest */
+static void test_datagram_mtu_arithmetic(void)
+{
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(1472, 0, 1500), 1472);   /* udp on Ethernet */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(1472, 0, 65536), 1472);  /* udp on loopback */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(1458, 64, 1500), 1394);  /* usnic: MTU - 42, 64-byte prefix */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(1536, 64, 1500), 1472);  /* the prefix is not on the wire */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(9000, 0, 9000), 8972);   /* jumbo frames */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(65507, 64, 65536), 65000);
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(2000, 0, -1), 2000);     /* MTU unknown */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(64, 64, 1500), 0);       /* nothing after the prefix */
+    CHECK_EQ_U(opal_btl_usnic_datagram_mtu(10, 64, 1500), 0);
+}
+
+UNIT_MAIN(UNIT_TEST(test_datagram_mtu_arithmetic), UNIT_TEST(test_parse_cidr_valid), UNIT_TEST(test_parse_cidr_invalid), UNIT_TEST(test_if_list_matches),
           UNIT_TEST(test_if_list_keeps_first_report),
           UNIT_TEST(test_pair_modules))

@@ -18,6 +18,12 @@
 #   usnic_header, usnic_none   the same with btl_usnic_protection header /
 #           none: the cost of each mode, as ratios to none from runs that
 #           saw the same VM state (see below)
+#   dgcheck, dgcheck_nomr   the usnic BTL over test/provider's "dgcheck"
+#           libfabric provider (usnic's contract: a 64-byte prefix, small
+#           CQs), with FI_MR_LOCAL enforced (every buffer registered, every
+#           descriptor checked) and without (DGCHECK_ENFORCE_MR=0: the BTL
+#           registers nothing); their paired ratio is the per-message cost
+#           of registered memory.  Its absolute speed means little.
 #   tcp     btl/tcp: pml ob1, btl tcp,self on lo
 #   rxd     libfabric's reliable datagrams (ofi_rxd over the udp
 #           provider) through pml cm + mtl ofi; every run is checked to
@@ -101,7 +107,7 @@ STREAM_SECONDS=${STREAM_SECONDS:-1}
 STALL_SECONDS=${STALL_SECONDS:-5}
 FI_ITERS=${FI_ITERS:-20000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-TRANSPORTS=${TRANSPORTS:-"usnic usnic_header usnic_none tcp rxd vader udp fipp"}
+TRANSPORTS=${TRANSPORTS:-"usnic usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr"}
 SLOW_NS=${SLOW_NS:-150}   # cache-line round trip above which the VM is in its slow state
 RXD_PROVIDER="udp;ofi_rxd"
 RUNS_CSV="$BUILD_DIR/perf-runs.csv"
@@ -127,8 +133,8 @@ die() { echo "perf: $*" >&2; exit 1; }
 [[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp) ;;
-        *) die "unknown transport '$t' (known: usnic usnic_header usnic_none tcp rxd vader udp fipp)" ;;
+        usnic|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
+        *) die "unknown transport '$t' (known: usnic usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
@@ -153,6 +159,11 @@ cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cach
     die "compiling bench/cacheline.c failed"
 HAVE_FIPP=1
 command -v fi_pingpong >/dev/null || HAVE_FIPP=0
+DGCHECK_DIR="$REPO_DIR/test/provider/build"
+if has dgcheck || has dgcheck_nomr; then
+    make -C "$REPO_DIR/test/provider" >"$LOG_DIR/dgcheck-build.log" 2>&1 ||
+        die "building the dgcheck test provider failed (see ${LOG_DIR#$REPO_DIR/}/dgcheck-build.log)"
+fi
 
 mpirun_2() {
     # shellcheck disable=SC2086  # BIND is a word list
@@ -179,6 +190,10 @@ transport_args() {
         rxd)   echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
                     "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
         vader) echo "--mca pml ob1 --mca btl $SHM_BTL,self" ;;
+        dgcheck|dgcheck_nomr)
+               echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" \
+                    "--mca btl_usnic_provider_include dgcheck -x FI_PROVIDER_PATH=$DGCHECK_DIR" \
+                    "-x DGCHECK_ENFORCE_MR=$([[ $1 == dgcheck ]] && echo 1 || echo 0)" ;;
     esac
 }
 
@@ -192,6 +207,8 @@ title() {
         vader) echo "$SHM_BTL" ;;
         udp)   echo "UDP socket" ;;
         fipp)  echo "fi_pingpong" ;;
+        dgcheck) echo "dgcheck MR" ;;
+        dgcheck_nomr) echo "dgcheck no MR" ;;
     esac
 }
 
@@ -268,7 +285,7 @@ run_mpi() {
         note="fail (exit $RC${status:+, status $status})"
     fi
     case $t in
-        usnic*)
+        usnic*|dgcheck*)
             sends=$(field num_total_sends "$line")
             if [[ -z $note && ! $sends =~ ^[1-9][0-9]*$ ]]; then
                 note="wrongpath (no usnic BTL sends counted: num_total_sends=${sends:-none})"
@@ -563,6 +580,27 @@ if has usnic; then
     echo "  in steady state (timed batches only, without warm-up and payload checks): ${steady:--}"
 fi
 
+# paired STAT MODE METRIC SIZE: median over qualifying reps of ratio
+# (STAT=ratio) or difference (STAT=diff) of MODE to PAIR_BASE (default usnic_none); "-" if none
+paired() {
+    local stat=$1 mode=$2 metric=$3 size=$4 base=${PAIR_BASE:-usnic_none} r vals="" states="" a b
+    for r in $(seq 1 "$REPS"); do
+        [[ ${STATUS[$mode,$r]:-} == ok && ${STATUS[$base,$r]:-} == ok ]] || continue
+        [[ ${VMSTATE[$mode,$r]:-} == "${VMSTATE[$base,$r]:-x}" && ${VMSTATE[$mode,$r]} != mixed ]] || continue
+        a=$(awk -F, -v r="$r" -v t="$mode" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
+        b=$(awk -F, -v r="$r" -v t="$base" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
+        [[ -n $a && -n $b ]] || continue
+        vals+="$(awk -v a="$a" -v b="$b" -v st="$stat" 'BEGIN { print (st == "diff" ? a - b : (b > 0 ? a / b : "")) }') "
+        states+="${VMSTATE[$mode,$r]:0:1}"
+    done
+    tr ' ' '\n' <<<"$vals" | grep . | sort -g | awk -v st="$stat" -v states="$states" '
+        { x[++n] = $1 }
+        END {
+            if (n == 0) { print "-"; exit }
+            med = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+            printf (st == "diff" ? "%+.2f us" : "%.3fx"), med; printf " (n=%d %s)", n, states }'
+}
+
 # Datagram protection: each mode against none, paired within a repetition
 # and within one VM state
 if has usnic_none && { has usnic || has usnic_header; }; then
@@ -572,26 +610,6 @@ if has usnic_none && { has usnic || has usnic_header; }; then
     echo "and after each run); the table gives the median of the paired ratios (n = pairs, and their states)."
     echo "Latency rows also give the median paired difference in us."
     printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "" "full" "header" "none" "full vs none" "header vs none"
-    # paired STAT MODE METRIC SIZE: median over qualifying reps of ratio
-    # (STAT=ratio) or difference (STAT=diff) of MODE to none; "-" if none
-    paired() {
-        local stat=$1 mode=$2 metric=$3 size=$4 r vals="" states="" a b
-        for r in $(seq 1 "$REPS"); do
-            [[ ${STATUS[$mode,$r]:-} == ok && ${STATUS[usnic_none,$r]:-} == ok ]] || continue
-            [[ ${VMSTATE[$mode,$r]:-} == "${VMSTATE[usnic_none,$r]:-x}" && ${VMSTATE[$mode,$r]} != mixed ]] || continue
-            a=$(awk -F, -v r="$r" -v t="$mode" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
-            b=$(awk -F, -v r="$r" -v m="$metric" -v s="$size" '$1 == r && $2 == "usnic_none" && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
-            [[ -n $a && -n $b ]] || continue
-            vals+="$(awk -v a="$a" -v b="$b" -v st="$stat" 'BEGIN { print (st == "diff" ? a - b : (b > 0 ? a / b : "")) }') "
-            states+="${VMSTATE[$mode,$r]:0:1}"
-        done
-        tr ' ' '\n' <<<"$vals" | grep . | sort -g | awk -v st="$stat" -v states="$states" '
-            { x[++n] = $1 }
-            END {
-                if (n == 0) { print "-"; exit }
-                med = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
-                printf (st == "diff" ? "%+.2f us" : "%.3fx"), med; printf " (n=%d %s)", n, states }'
-    }
     for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
         m=${row%%:*} s=${row#*:}
         label=$(row_label "$m" "$s")
@@ -606,6 +624,21 @@ if has usnic_none && { has usnic || has usnic_header; }; then
             has usnic_header && header="$(paired diff usnic_header "$m" "$s")"
             printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "" "" "" "" "$full" "$header"
         fi
+    done
+fi
+
+# Registered memory: dgcheck with FI_MR_LOCAL enforced against the same
+# provider without it, paired within a repetition and one VM state
+if has dgcheck && has dgcheck_nomr; then
+    echo
+    echo "Registered memory (test provider dgcheck, usnic's contract): FI_MR_LOCAL enforced (every buffer in a"
+    echo "registered slab, every descriptor checked) against the same provider needing none (nothing registered);"
+    echo "median of paired ratios, as above.  Absolute numbers of this test provider mean little."
+    printf '%-18s  %-22s  %-22s  %-26s\n' "" "dgcheck MR" "dgcheck no MR" "MR vs no MR"
+    for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
+        m=${row%%:*} s=${row#*:}
+        printf '%-18s  %-22s  %-22s  %-26s\n' "$(row_label "$m" "$s")" "$(cell dgcheck "$m" "$s")" \
+            "$(cell dgcheck_nomr "$m" "$s")" "$(PAIR_BASE=dgcheck_nomr paired ratio dgcheck "$m" "$s")"
     done
 fi
 

@@ -19,14 +19,18 @@
 # also under 1% loss), and the
 # randomized differential stress (random patterns, sizes and datatypes,
 # every byte checked and compared with vader, lossless, at 1% loss, with
-# duplication and reordering, on a busy host).  All
+# duplication and reordering, on a busy host), and the MPI, threads,
+# duplication/reordering, PUT, 1% loss and two-host suites again over
+# test/provider's "dgcheck", a libfabric provider with the usnic
+# provider's contract (registered memory, a message prefix, small CQs)
+# that counts every violation of it (zero asserted).  All
 # traffic stays on loopback (the host's or the namespace's).
 #
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
 # (with -Werror), installed there, and the unit, parameter, MPI
 # integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
-# duplication/reordering, incast, two-host and real-client suites run
-# again on it.  Which 5.0:
+# duplication/reordering, incast, two-host, real-client and dgcheck (MPI,
+# PUT, 1% loss) suites run again on it.  Which 5.0:
 #   OMPI5=/prefix   an installation of yours
 #   (unset)         /opt/openmpi-5.0.10 if it is there, else the prebuilt
 #                   tarball in ../shared/openmpi-5/ beside the clone (our
@@ -174,6 +178,8 @@ run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/f
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash "$ROOT/test/dynamic/run-dynamic-tests.sh"
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
+run_suite "dgcheck test provider (usnic contract: registered memory, prefix, small CQs)" \
+    bash "$ROOT/test/provider/run-provider-tests.sh"
 
 find_ompi5
 if [[ -z "$OMPI5" ]]; then
@@ -200,6 +206,8 @@ else
         run_suite "$L5: two hosts, two interfaces each (namespaces)" env USNIC_OMPI="$OMPI5" \
             bash "$ROOT/test/hosts/run-host-tests.sh"
         run_suite "$L5: real MPI clients" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/clients/run-client-tests.sh"
+        run_suite "$L5: over the dgcheck test provider" env USNIC_OMPI="$OMPI5" SUITES="mpi put loss" \
+            bash "$ROOT/test/provider/run-provider-tests.sh"
     fi
 fi
 

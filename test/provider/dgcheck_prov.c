@@ -79,6 +79,9 @@ void dgcheck_violation(const char *fmt, ...)
 		(int) getpid(),
 		dgcheck_cnt.violations == DGCHECK_MAX_MESSAGES ?
 		" [further violations counted, not printed]" : "");
+	/* a process that dies of its violation (the job aborts) never
+	 * closes its fabric: leave the evidence in the report now */
+	dgcheck_report();
 }
 
 /* One write() of one line with O_APPEND, so that lines from concurrent

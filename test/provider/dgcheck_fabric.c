@@ -228,6 +228,11 @@ static int domain_close(struct fid *fid)
 
 	DGCHECK_LOCK();
 	if (dom->refs) {
+		/* a registration, endpoint, CQ or AV the application forgot:
+		 * on hardware, pinned memory or queues leaked until exit */
+		dgcheck_violation("domain %s closed with %d object(s) still "
+				  "open (registrations, endpoints, CQs, AVs)",
+				  dom->ifc.name, dom->refs);
 		DGCHECK_UNLOCK();
 		return -FI_EBUSY;
 	}

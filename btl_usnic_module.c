@@ -70,6 +70,18 @@ static bool is_transient_send_error(ssize_t rc)
 static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                             opal_btl_usnic_send_seg_t *seg, int channel);
 
+/* Tests build a deliberately broken plugin with this defined (test/provider):
+ * ACKs are then posted without their descriptor, and the contract-checking
+ * provider must catch it. */
+#ifndef OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
+#    define OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC 0
+#endif
+#if OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) (OPAL_BTL_USNIC_SEG_ACK == (seg)->kind ? NULL : (seg)->desc)
+#else
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) ((seg)->desc)
+#endif
+
 /* Hand |seg| to the provider: one buffer, or its header and its payload
  * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers
  * and needs no registered memory).  Every post passes the buffer's
@@ -79,15 +91,6 @@ static int post_to_provider(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
  * we complete it here (the engine set seg->channel before posting), saving
  * a completion queue entry written and read per datagram.  An explicit
  * ACK's segment goes back to its free list at once. */
-/* Tests build a deliberately broken plugin with this defined (test/provider):
- * ACKs are then posted without their descriptor, and the contract-checking
- * provider must catch it. */
-#ifdef OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
-#    define OPAL_BTL_USNIC_SEG_DESC(seg) (OPAL_BTL_USNIC_SEG_ACK == (seg)->kind ? NULL : (seg)->desc)
-#else
-#    define OPAL_BTL_USNIC_SEG_DESC(seg) ((seg)->desc)
-#endif
-
 static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
                         opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
 {
@@ -1569,6 +1572,7 @@ static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 static int engine_setup(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
     opal_btl_usnic_engine_params_t p = {
         .protect = c->protection,
         .my_name = opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME),
@@ -1590,7 +1594,6 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .gather_send = module->gather_send,
         .mem = module->mr_local ? &module->mem_ops : NULL,
     };
-    module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].sd_num;
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = (uint32_t) module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].sd_num;
     return opal_btl_usnic_engine_init(&module->eng, &p, &libfabric_wire, &module->super);

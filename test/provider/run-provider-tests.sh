@@ -13,13 +13,18 @@
 #    (OMPI_MCA_btl_usnic_provider_include=dgcheck), each suite's own
 #    verdict first, then the provider's reports: every process that
 #    opened it must have posted and committed no violation;
-# 3. shows that the checker bites: a plugin built to post ACKs without
+# 3. runs a ping-pong with message prefixes of 13 (headers unaligned) and
+#    1000 bytes;
+# 4. shows that the checker bites: a plugin built to post ACKs without
 #    their descriptor (OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC) must be caught;
-# 4. shows that a provider that needs no registration gets none
+# 5. runs the usnic extension end to end: a plugin built against the unit
+#    tests' stand-in rdma/fi_ext_usnic.h must take netmask, link speed and
+#    interface name from dgcheck's answer (verbose line);
+# 6. shows that a provider that needs no registration gets none
 #    (DGCHECK_ENFORCE_MR=0).
 #
 # Environment: SUITES (default "mpi threads dupreorder put loss hosts";
-# empty: only the provider and the checks of 3 and 4), USNIC_OMPI (another
+# empty: only the provider and the checks of 3 to 6), USNIC_OMPI (another
 # Open MPI, test/lib.sh),
 # TEST_TIMEOUT (per mpirun of this script, 120 s).  Needs the plugin
 # installed (make install) and root for the loss and host suites.
@@ -115,52 +120,95 @@ for suite in $SUITES; do
     esac
 done
 
-# ---- the checker bites: a plugin that posts ACKs without descriptor ----
-# A component directory holding the broken plugin and every other
-# component of this Open MPI (two usnic BTLs on the path would clash).
+# build_variant NAME CPPFLAGS: a component directory holding a plugin built
+# with CPPFLAGS and every other component of this Open MPI (two usnic BTLs
+# on the path would clash); prints its path, empty if the build failed
 pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
-broken_dir=$WORK/components
-mkdir -p "$broken_dir"
-for f in "$pkglibdir"/mca_*.so; do
-    [ "$(basename "$f")" = mca_btl_usnic.so ] || ln -s "$f" "$broken_dir/"
-done
-if make -C "$ROOT" --no-print-directory ${USNIC_OMPI:+OMPI="$USNIC_OMPI"} BUILD="$WORK/broken-build" SO="$broken_dir/mca_btl_usnic.so" \
-       CPPFLAGS_EXTRA=-DOPAL_BTL_USNIC_TEST_BREAK_ACK_DESC "$broken_dir/mca_btl_usnic.so" >"$WORK/broken.log" 2>&1; then
-    cp "$ROOT/help-mpi-btl-usnic.txt" "$broken_dir/"
-    mpicc -O2 -I"$ROOT/test/mpi" -o "$WORK/pingpong" "$ROOT/test/mpi/pingpong.c"
-    report="$WORK/report.broken"
+build_variant() {
+    local dir=$WORK/components-$1
+    mkdir -p "$dir"
+    for f in "$pkglibdir"/mca_*.so; do
+        [ "$(basename "$f")" = mca_btl_usnic.so ] || ln -s "$f" "$dir/"
+    done
+    if make -C "$ROOT" --no-print-directory ${USNIC_OMPI:+OMPI="$USNIC_OMPI"} BUILD="$WORK/build-$1" \
+           SO="$dir/mca_btl_usnic.so" CPPFLAGS_EXTRA="$2" "$dir/mca_btl_usnic.so" >"$WORK/build-$1.log" 2>&1; then
+        cp "$ROOT/help-mpi-btl-usnic.txt" "$dir/"
+        echo "$dir"
+    fi
+}
+
+# pingpong_on_dgcheck LOG REPORT [VAR=value...] [-- mpirun args]: a
+# 2-rank ping-pong with the BTL on dgcheck; sets RC
+mpicc -O2 -I"$ROOT/test/mpi" -o "$WORK/pingpong" "$ROOT/test/mpi/pingpong.c"
+pingpong_on_dgcheck() {
+    local log=$1 report=$2
+    shift 2
+    local vars=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do vars+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
     : >"$report"
-    timeout "$TEST_TIMEOUT" env FI_PROVIDER_PATH="$PROV_DIR" DGCHECK_REPORT="$report" \
-        OMPI_MCA_mca_base_component_path="$broken_dir" \
+    timeout "$TEST_TIMEOUT" env FI_PROVIDER_PATH="$PROV_DIR" DGCHECK_REPORT="$report" ${vars[@]+"${vars[@]}"} \
         mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
         --mca btl_usnic_provider_include dgcheck --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} \
-        "$WORK/pingpong" >"$WORK/broken-run.log" 2>&1
-    rc=$?
+        "$@" "$WORK/pingpong" >"$log" 2>&1
+    RC=$?
+}
+
+# ---- prefixes of other sizes: odd (headers unaligned) and large ----
+for prefix in 13 1000; do
+    pingpong_on_dgcheck "$WORK/prefix-$prefix.log" "$WORK/report.prefix-$prefix" DGCHECK_PREFIX=$prefix
+    if [ $RC -eq 0 ] && grep -q "PASS pingpong" "$WORK/prefix-$prefix.log"; then
+        ok "ping-pong over dgcheck with a $prefix-byte message prefix"
+    else
+        fail "ping-pong with a $prefix-byte prefix" "exit $RC" "$WORK/prefix-$prefix.log"
+    fi
+    report_check "$prefix-byte prefix" "$WORK/report.prefix-$prefix" 2
+done
+
+# ---- the checker bites: a plugin that posts ACKs without descriptor ----
+broken_dir=$(build_variant broken -DOPAL_BTL_USNIC_TEST_BREAK_ACK_DESC=1)
+if [ -n "$broken_dir" ]; then
+    report="$WORK/report.broken"
+    pingpong_on_dgcheck "$WORK/broken-run.log" "$report" OMPI_MCA_mca_base_component_path="$broken_dir"
     viol=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^violations=/) { split($i, kv, "="); if (kv[2] > m) m = kv[2] } }
                 END { print m + 0 }' "$report")
     if [ "$viol" -gt 0 ] && ! grep -q "PASS pingpong" "$WORK/broken-run.log"; then
-        ok "a plugin posting ACKs without their descriptor is caught ($viol violations, job failed with exit $rc)"
+        ok "a plugin posting ACKs without their descriptor is caught ($viol violations, job failed with exit $RC)"
     else
-        fail "broken plugin caught" "violations=$viol, exit $rc" "$WORK/broken-run.log"
+        fail "broken plugin caught" "violations=$viol, exit $RC" "$WORK/broken-run.log"
     fi
 else
-    fail "build the deliberately broken plugin" "make failed" "$WORK/broken.log"
+    fail "build the deliberately broken plugin" "make failed" "$WORK/build-broken.log"
+fi
+
+# ---- the usnic extension end to end ----
+# Debian has no rdma/fi_ext_usnic.h: a plugin built against the unit
+# tests' stand-in header asks dgcheck (which answers it, built against the
+# same stand-in) for netmask, link speed and interface name.  This proves
+# the plumbing, not the real ABI (README.txt, Known problems).
+ext_dir=$(build_variant ext "-I$ROOT/test/unit/ext-standin -DOPAL_BTL_USNIC_HAVE_FI_EXT_USNIC=1")
+if [ -n "$ext_dir" ]; then
+    pingpong_on_dgcheck "$WORK/ext-run.log" "$WORK/report.ext" OMPI_MCA_mca_base_component_path="$ext_dir" \
+        -- --mca btl_usnic_verbose 5
+    line=$(grep -m1 'netmask .* (usnic extension), link .*, interface lo (usnic extension)' \
+           "$WORK/ext-run.log")
+    if [ $RC -eq 0 ] && grep -q "PASS pingpong" "$WORK/ext-run.log" && [ -n "$line" ]; then
+        ok "usnic extension answered end to end:${line#*btl:usnic:}"
+    else
+        fail "usnic extension end to end" "exit $RC, no '(usnic extension)' line" "$WORK/ext-run.log"
+    fi
+else
+    fail "build the plugin against the stand-in extension header" "make failed" "$WORK/build-ext.log"
 fi
 
 # ---- no registration where none is needed ----
-report="$WORK/report.noenforce"
-: >"$report"
-mpicc -O2 -I"$ROOT/test/mpi" -o "$WORK/pingpong" "$ROOT/test/mpi/pingpong.c" 2>/dev/null
-timeout "$TEST_TIMEOUT" env FI_PROVIDER_PATH="$PROV_DIR" DGCHECK_REPORT="$report" DGCHECK_ENFORCE_MR=0 \
-    mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_provider_include dgcheck --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} \
-    --mca btl_usnic_verbose 5 "$WORK/pingpong" >"$WORK/noenforce.log" 2>&1
-rc=$?
-regs=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^regs=/) { split($i, kv, "="); s += kv[2] } } END { print s + 0 }' "$report")
-if [ $rc -eq 0 ] && grep -q "PASS pingpong" "$WORK/noenforce.log" && [ "$regs" -eq 0 ] &&
+pingpong_on_dgcheck "$WORK/noenforce.log" "$WORK/report.noenforce" DGCHECK_ENFORCE_MR=0 -- --mca btl_usnic_verbose 5
+regs=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^regs=/) { split($i, kv, "="); s += kv[2] } } END { print s + 0 }' \
+       "$WORK/report.noenforce")
+if [ $RC -eq 0 ] && grep -q "PASS pingpong" "$WORK/noenforce.log" && [ "$regs" -eq 0 ] &&
    grep -q "the provider needs no memory registration" "$WORK/noenforce.log"; then
     ok "without FI_MR_LOCAL nothing is registered (ping-pong passed, 0 registrations)"
 else
-    fail "no registration without FI_MR_LOCAL" "exit $rc, $regs registrations" "$WORK/noenforce.log"
+    fail "no registration without FI_MR_LOCAL" "exit $RC, $regs registrations" "$WORK/noenforce.log"
 fi
 finish

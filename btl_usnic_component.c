@@ -162,17 +162,6 @@ static uint32_t info_ipv4(const struct fi_info *info)
     return ((const struct sockaddr_in *) info->src_addr)->sin_addr.s_addr;
 }
 
-/* netmask from the fabric name ("a.b.c.d/len" on udp and usnic) */
-static uint32_t info_netmask(const struct fi_info *info)
-{
-    uint32_t net, mask;
-    if (NULL != info->fabric_attr->name &&
-        OPAL_SUCCESS == opal_btl_usnic_parse_cidr(info->fabric_attr->name, &net, &mask)) {
-        return mask;
-    }
-    return htonl(0xffffff00u);
-}
-
 /* Does this fi_info describe an interface we want?  Reports why not at
  * verbosity 10.  |ifname| receives the Linux interface name. */
 static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
@@ -227,9 +216,7 @@ static opal_btl_usnic_module_t *module_new(const struct fi_info *info, const cha
     module->domain_name = strdup(NULL != info->domain_attr->name ? info->domain_attr->name : ifname);
     module->provider = strdup(info->fabric_attr->prov_name);
     module->ipv4 = info_ipv4(info);
-    module->netmask = info_netmask(info);
-    int speed = opal_btl_usnic_if_speed_mbps(ifname);
-    module->link_speed_mbps = (speed > 0) ? (uint32_t) speed : (uint32_t) mca_btl_usnic_component.link_speed_default;
+    /* netmask and link speed: opal_btl_usnic_ext_refine, once the fabric is open */
     return module;
 }
 

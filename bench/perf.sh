@@ -33,7 +33,12 @@
 #   udp     bench/udp_raw.c: a bare polling UDP socket ping-pong (0, 8,
 #           1024, 1472 bytes, and 16 KiB as 12 datagrams each way) and a
 #           polling stream of 1472-byte datagrams (goodput = bytes
-#           received / time), no MPI
+#           received / time), no MPI; then the same with segmentation
+#           offload: a 16 KiB ping-pong as one UDP_SEGMENT send each way
+#           (12 segments of at most 1472 bytes) read with UDP_GRO, and a
+#           stream of sends of 44 x 1472 B (UDP_SEGMENT) read with UDP_GRO
+#           (goodput as above); where GSO or GRO is unavailable those rows
+#           say "not available: <reason>"
 #   fipp    fi_pingpong -p udp -e dgram (libfabric-bin), 8 and 1024 bytes
 #
 # One repetition runs every transport once; REPS repetitions give each
@@ -332,6 +337,14 @@ udp_cells() {
     taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" pingpong --size 1366 --burst 12 \
         --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
     taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" stream --size 1472 \
+        --seconds "$STREAM_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
+    # The same with segmentation offload (UDP_SEGMENT) on the sending side
+    # and UDP_GRO on the receiving one: 16 KiB as one send of 12 segments
+    # each way; a stream of 44 x 1472 B per send.  Where the kernel
+    # refuses, udp_raw prints "status=unavailable -- not available: ...".
+    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" gso-pingpong --size 16384 --seg 1472 \
+        --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
+    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" gso-stream --size 1472 --batch 44 \
         --seconds "$STREAM_SECONDS" --cpus "$CPU_A,$CPU_B"
 }
 
@@ -339,21 +352,28 @@ run_udp() {
     local rep=$1 log="$LOG_DIR/udp-$1.log"
     measured "$log" timeout -k 5 "$RUN_TIMEOUT" bash -c "$(declare -f udp_cells); BUILD_DIR='$BUILD_DIR' CPU_A=$CPU_A CPU_B=$CPU_B RAW_SECONDS=$RAW_SECONDS STREAM_SECONDS=$STREAM_SECONDS udp_cells"
     RUN_EXTRA=""
-    if [[ $RC -ne 0 ]] || [[ $(grep -c '^RAW ' "$log") -ne 6 ]]; then
+    if [[ $RC -ne 0 ]] || [[ $(grep -c '^RAW ' "$log") -ne 8 ]]; then
         STATUS[udp,$rep]="fail (exit $RC)"
         return 1
     fi
+    # A GSO line with status=unavailable gives no number (the table shows
+    # its reason instead).  The streams' received, sent and lost count
+    # datagrams (GSO: segments).
     awk -v r="$rep" '$1 == "RAW" {
+            delete f
             for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+            if (f["status"] == "unavailable") next
+            p = f["kind"] ~ /^gso_/ ? "gso_" : ""
             if (f["kind"] == "pingpong" && f["burst"] > 1) print r ",udp,lat," int(f["size"] * f["burst"] / 1024) * 1024 "," f["usec"]
-            else if (f["kind"] == "pingpong") print r ",udp,lat," f["size"] "," f["usec"]
+            else if (f["kind"] ~ /pingpong$/) print r ",udp," p "lat," f["size"] "," f["usec"]
             else {
-                print r ",udp,bw," f["size"] "," f["MBps"]
-                print r ",udp,lost_pct," f["size"] "," (f["sent"] > 0 && f["lost"] > 0 ? 100 * f["lost"] / f["sent"] : 0)
-                print r ",udp,send_bw," f["size"] "," f["send_MBps"]
+                print r ",udp," p "bw," f["size"] "," f["MBps"]
+                print r ",udp," p "lost_pct," f["size"] "," (f["sent"] > 0 && f["lost"] > 0 ? 100 * f["lost"] / f["sent"] : 0)
+                print r ",udp," p "send_bw," f["size"] "," f["send_MBps"]
             }
         }' "$log" >>"$RUN_ROWS"
     RUN_EXTRA="stream: $(awk '$2 == "kind=stream" { print $4, $5, $6 }' "$log")"
+    RUN_EXTRA+="; GSO stream: $(awk '$2 == "kind=gso_stream" { if ($5 == "status=unavailable") print "not available"; else print $5, $6, $7 }' "$log")"
     STATUS[udp,$rep]=ok
 }
 
@@ -465,7 +485,7 @@ done
 
 # perf.csv: median, min, max per transport/metric/size.
 awk -F, -v spread="$SPREAD_PCT" -v drop="$DROP_DISTURBED" '
-    function unit(m) { return m ~ /lat/ ? "us" : m ~ /bw/ ? "MBps" : m == "rate" ? "msgps" : m == "lost_pct" ? "pct" : "count" }
+    function unit(m) { return m ~ /lat/ ? "us" : m ~ /bw/ ? "MBps" : m == "rate" ? "msgps" : m ~ /lost_pct/ ? "pct" : "count" }
     # pass 1: which transports have quiet runs
     NR == FNR { if ($6 == 0) quiet[$2] = 1; next }
     drop && $6 == 1 && ($2 in quiet) { next }
@@ -479,7 +499,7 @@ awk -F, -v spread="$SPREAD_PCT" -v drop="$DROP_DISTURBED" '
             med = c % 2 ? x[(c + 1) / 2] : (x[c / 2] + x[c / 2 + 1]) / 2
             sp = med > 0 ? 100 * (x[c] - x[1]) / med : 0
             split(k, p, ",")
-            flag = (p[2] ~ /^(lat|bw|rate)$/ && c > 1 && sp > spread) ? "noisy" : ""
+            flag = (p[2] ~ /^(gso_)?(lat|bw)$|^rate$/ && c > 1 && sp > spread) ? "noisy" : ""
             printf "%s,%.6g,%.6g,%.6g,%.1f,%s\n", k "," unit(p[2]) "," c, med, x[1], x[c], sp, flag
         }
     }' "$RUNS_CSV" "$RUNS_CSV" >"$SUMMARY_CSV"
@@ -493,7 +513,7 @@ done <"$SUMMARY_CSV"
 
 fmt() { # metric value
     case $1 in
-        lat)  awk -v v="$2" 'BEGIN { printf (v < 100 ? "%.2f" : "%.0f"), v }' ;;
+        lat|gso_lat)  awk -v v="$2" 'BEGIN { printf (v < 100 ? "%.2f" : "%.0f"), v }' ;;
         rate) awk -v v="$2" 'BEGIN { printf "%.0fk", v / 1000 }' ;;
         *)    awk -v v="$2" 'BEGIN { printf "%.0f", v }' ;;
     esac
@@ -643,19 +663,52 @@ if has dgcheck && has dgcheck_nomr; then
 fi
 
 if has udp || has fipp; then
+    # cmp_lat PEER SIZE RAWMETRIC: the peer's latency at SIZE against the raw cell
+    cmp_lat() {
+        local a=${MED[$1,lat,$2]:-} b=${MED[udp,$3,$2]:-}
+        if [[ -n $a && -n $b ]]; then
+            awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f us (%+.2f us, %.2fx)", a, a - b, a / b }'
+        else
+            echo "-"
+        fi
+    }
+    # cmp_bw PEER RAWMETRIC: the peer's 1 MiB bandwidth against the raw stream cell
+    cmp_bw() {
+        local a=${MED[$1,bw,1048576]:-} b=${MED[udp,$2,1472]:-}
+        if [[ -n $a && -n $b ]]; then
+            awk -v a="$a" -v b="$b" 'BEGIN { printf "%.0f MB/s at 1 MiB (%.2fx)", a, a / b }'
+        else
+            echo "-"
+        fi
+    }
+    # raw_row LABEL RAW USNIC TCP: the tcp column only when tcp ran
+    raw_row() {
+        if has tcp; then
+            printf '%-46s  %-22s  %-32s  %s\n' "$1" "$2" "$3" "$4"
+        else
+            printf '%-46s  %-22s  %s\n' "$1" "$2" "$3"
+        fi
+    }
+    # gso_cell METRIC SIZE KIND: the cell, or why udp_raw could not measure it
+    gso_cell() {
+        local v na
+        v=$(cell udp "$1" "$2")
+        if [[ $v == - ]]; then
+            na=$(grep -h "^RAW kind=$3 .*status=unavailable" "$LOG_DIR"/udp-*.log 2>/dev/null |
+                sed 's/.* -- //' | head -1)
+            [[ -n $na ]] && v=$na
+        fi
+        echo "$v"
+    }
     echo
-    echo "Raw datagram path (no MPI), median (min-max); usnic compared at the same size:"
-    printf '%-40s  %-22s  %s\n' "" "raw" "usnic"
+    echo "Raw datagram path (no MPI), median (min-max); usnic$(has tcp && echo " and tcp") compared at the same size"
+    echo "(the streams with their 1 MiB bandwidth); x = peer / raw:"
+    raw_row "" "raw" "usnic" "tcp"
     for s in 0 8 1024 1472 16384; do
         has udp || break
-        if [[ -n ${MED[usnic,lat,$s]:-} && -n ${MED[udp,lat,$s]:-} ]]; then
-            cmp=$(awk -v a="${MED[usnic,lat,$s]}" -v b="${MED[udp,lat,$s]}" 'BEGIN { printf "%.2f us (%+.2f us, %.2fx)", a, a - b, a / b }')
-        else
-            cmp="-"
-        fi
         label="UDP socket ping-pong $(human $s), us"
         [[ $s == 16384 ]] && label="UDP ping-pong 16 KiB = 12 datagrams, us"
-        printf '%-40s  %-22s  %s\n' "$label" "$(cell udp lat "$s")" "$cmp"
+        raw_row "$label" "$(cell udp lat "$s")" "$(cmp_lat usnic "$s" lat)" "$(cmp_lat tcp "$s" lat)"
     done
     if has udp; then
         if [[ -n ${MED[usnic,bw,1048576]:-} && -n ${MED[udp,bw,1472]:-} ]]; then
@@ -663,9 +716,25 @@ if has udp || has fipp; then
         else
             cmp="-"
         fi
-        printf '%-40s  %-22s  %s\n' "UDP socket stream 1472 B goodput, MB/s" "$(cell udp bw 1472)" "$cmp"
-        printf '%-40s  %-22s\n' "  sender's rate, MB/s" "$(cell udp send_bw 1472)"
-        printf '%-40s  %-22s\n' "  datagrams lost to a full rcvbuf, %" "$(cell udp lost_pct 1472)"
+        raw_row "UDP socket stream 1472 B goodput, MB/s" "$(cell udp bw 1472)" "$cmp" "$(cmp_bw tcp bw)"
+        printf '%-46s  %-22s\n' "  sender's rate, MB/s" "$(cell udp send_bw 1472)"
+        printf '%-46s  %-22s\n' "  datagrams lost to a full rcvbuf, %" "$(cell udp lost_pct 1472)"
+        # segmentation offload: one send() per 16 KiB message or per 44 datagrams
+        v=$(gso_cell gso_lat 16384 gso_pingpong)
+        if [[ $v == "not available"* ]]; then
+            printf '%-46s  %s\n' "GSO ping-pong 16 KiB (one send each way), us" "$v"
+        else
+            raw_row "GSO ping-pong 16 KiB (one send each way), us" "$v" \
+                "$(cmp_lat usnic 16384 gso_lat)" "$(cmp_lat tcp 16384 gso_lat)"
+        fi
+        v=$(gso_cell gso_bw 1472 gso_stream)
+        if [[ $v == "not available"* ]]; then
+            printf '%-46s  %s\n' "GSO+GRO stream 44 x 1472 B goodput, MB/s" "$v"
+        else
+            raw_row "GSO+GRO stream 44 x 1472 B goodput, MB/s" "$v" "$(cmp_bw usnic gso_bw)" "$(cmp_bw tcp gso_bw)"
+            printf '%-46s  %-22s\n' "  sender's rate, MB/s" "$(cell udp gso_send_bw 1472)"
+            printf '%-46s  %-22s\n' "  segments lost to a full rcvbuf, %" "$(cell udp gso_lost_pct 1472)"
+        fi
     fi
     if has fipp; then
         for s in 8 1024; do
@@ -673,7 +742,7 @@ if has udp || has fipp; then
             if [[ $v == - ]]; then
                 v="did not run here: $(for r in $(seq 1 "$REPS"); do echo "${STATUS[fipp,$r]:-}"; done | sort -u | head -1)"
             fi
-            printf '%-40s  %-22s\n' "fi_pingpong -p udp -e dgram $(human $s), us" "$v"
+            printf '%-46s  %-22s\n' "fi_pingpong -p udp -e dgram $(human $s), us" "$v"
         done
     fi
 fi

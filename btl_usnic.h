@@ -24,6 +24,7 @@
 #include "btl_usnic_compat.h"
 
 #include "btl_usnic_engine.h"
+#include "btl_usnic_wire.h"
 
 BEGIN_C_DECLS
 
@@ -51,31 +52,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* the connectivity agents' key (rank 0's is the job's) */
 } opal_btl_usnic_modex_t;
 
-/* A posted receive buffer */
-typedef struct opal_btl_usnic_recv_seg_t {
-    uint64_t wire_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS]; /* fi_context2 space */
-    uint8_t *buf;
-    int channel;
-} opal_btl_usnic_recv_seg_t;
-
-/* One libfabric endpoint with its own CQ */
-typedef struct opal_btl_usnic_channel_t {
-    struct fid_ep *ep;
-    struct fid_cq *cq;
-    size_t mtu;                 /* datagram size this channel receives */
-    int sd_num;
-    int rd_num;
-    uint16_t port;
-    int sock_fd;                /* the provider's UDP socket; -1 if none (hardware) */
-    size_t cq_size;             /* entries: every send and receive it can have posted */
-    opal_btl_usnic_recv_seg_t *rsegs;
-    uint8_t *rbufs;
-    size_t rbuf_stride;
-    struct fid_mr *rbuf_mr;     /* registration of rbufs (FI_MR_LOCAL providers), else NULL */
-    void *rbuf_desc;
-    opal_btl_usnic_recv_seg_t **unposted; /* buffers the provider refused to take back: retried each pass */
-    int nunposted;
-} opal_btl_usnic_channel_t;
+struct opal_btl_usnic_ofi_state;
+struct opal_btl_usnic_inject_state;
 
 typedef struct opal_btl_usnic_module_t {
     mca_btl_base_module_t super;
@@ -86,22 +64,21 @@ typedef struct opal_btl_usnic_module_t {
     char *provider;
     uint32_t ipv4;              /* network byte order */
     uint32_t netmask;           /* network byte order */
-    uint32_t rx_capacity;       /* datagrams the data channel holds between progress passes */
-    bool gather_send;           /* the provider sends two iovecs as one datagram */
-    bool mr_local;              /* the provider needs every posted buffer registered (FI_MR_LOCAL) */
-    opal_btl_usnic_mem_ops_t mem_ops; /* how the engine registers its slabs (if mr_local) */
-    bool source_checked;        /* FI_SOURCE: completions say where a datagram came from */
-    size_t inject_size;         /* datagrams up to this size go by fi_inject (no completion) */
+    opal_btl_usnic_mem_ops_t mem_ops; /* how the engine registers its slabs (if caps.needs_mr) */
     uint32_t link_speed_mbps;
     uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* secret: published only in the modex */
     uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];
 
-    struct fi_info *info;
-    struct fid_fabric *fabric;
-    struct fid_domain *domain;
-    struct fid_av *av;
-    opal_btl_usnic_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
-    size_t prefix;
+    /* The transport (btl_usnic_wire.h), chosen once at setup, and what it
+     * can do (filled by its open).  Each wire keeps its state behind its
+     * own pointer, which only its file may follow: libfabric's fabric,
+     * domain, AV, endpoints, CQs, receive buffers and registrations are
+     * btl_usnic_wire_ofi.c's alone; the fault injector's (NULL when off)
+     * btl_usnic_inject.c's. */
+    const opal_btl_usnic_transport_t *transport;
+    opal_btl_usnic_transport_caps_t caps;
+    struct opal_btl_usnic_ofi_state *ofi;
+    struct opal_btl_usnic_inject_state *inject;
 
     opal_btl_usnic_modex_t local_modex;
     opal_list_t all_endpoints;
@@ -110,34 +87,9 @@ typedef struct opal_btl_usnic_module_t {
     opal_hash_table_t other_job_peers; /* peers of spawned or connected jobs, by sender id */
 
     mca_btl_base_module_error_cb_fn_t pml_error_cb;
-    bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
-    bool fast_in_upcall;       /* a fast-path receive is with the PML: no nested fast path, whose
-                                  deferred bookkeeping would overwrite this one's */
-    bool prio_found_empty;     /* the fast path just found the priority CQ empty:
-                                  the full pass that follows need not read it again */
-    opal_btl_usnic_endpoint_t *fast_deferred_ep;
-    opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
-
-    /* Test-only fault injection (btl_usnic_inject_faults): every dup_every-th
-     * datagram is sent twice, every reorder_every-th is held back and sent
-     * after the next one, every forge_put_every-th PUT segment is preceded
-     * by a forged copy with a wrong key.  Off (0) in production: one
-     * predictable branch. */
-    struct {
-        bool on;
-        uint32_t dup_every;
-        uint32_t reorder_every;
-        uint32_t forge_put_every;
-        uint64_t count;
-        uint64_t put_count;
-        opal_btl_usnic_send_seg_t *held;  /* posted later, after the next datagram */
-        opal_btl_usnic_endpoint_t *held_ep;
-        int held_channel;
-        uint64_t dups;
-        uint64_t data_dups;               /* duplicates of data-bearing segments */
-        uint64_t reorders;
-        uint64_t forged_puts;
-    } inject;
+    bool prio_found_empty;     /* the fast path just found the priority channel empty: the full pass
+                                  that follows need not read it again (the transport reads and sets
+                                  it, the component's progress clears it when it goes stale) */
 } opal_btl_usnic_module_t;
 
 typedef struct opal_btl_usnic_component_t {

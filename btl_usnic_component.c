@@ -247,9 +247,9 @@ static void create_modules(struct fi_info *list)
                                "job 0x%x",
                                (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, info->fabric_attr->name,
                                module->provider,
-                               module->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu,
-                               module->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu, module->local_modex.window,
-                               module->chan[0].port, module->chan[1].port, (unsigned) OPAL_PROC_MY_NAME.jobid);
+                               module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL],
+                               module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL], module->local_modex.window,
+                               module->caps.port[0], module->caps.port[1], (unsigned) OPAL_PROC_MY_NAME.jobid);
     }
 }
 

@@ -150,10 +150,11 @@ int opal_btl_usnic_if_facts_describe(const char *who, const opal_btl_usnic_if_fa
                     opal_btl_usnic_fact_source_name(facts->if_name_src));
 }
 
-void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, opal_btl_usnic_if_facts_t *facts)
+void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, struct fid_fabric *fabric,
+                               const struct fi_info *info, opal_btl_usnic_if_facts_t *facts)
 {
     opal_btl_usnic_if_facts_t ext;
-    bool have_ext = (OPAL_SUCCESS == opal_btl_usnic_ext_query(module->fabric, &ext));
+    bool have_ext = (OPAL_SUCCESS == opal_btl_usnic_ext_query(fabric, &ext));
 
     /* The fallbacks, as module_new computed them before the fabric was
      * open: the fabric name's prefix, sysfs, the address match (else the
@@ -166,8 +167,7 @@ void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, opal_btl_
                                ? ext.if_name
                                : (have_match ? matched : current);
     opal_btl_usnic_if_fallbacks_t fb = {
-        .fabric_name = (NULL != module->info && NULL != module->info->fabric_attr) ? module->info->fabric_attr->name
-                                                                                 : NULL,
+        .fabric_name = (NULL != info && NULL != info->fabric_attr) ? info->fabric_attr->name : NULL,
         .sysfs_speed_mbps = opal_btl_usnic_if_speed_mbps(speed_if),
         .matched_ifname = have_match ? matched : NULL,
         .default_ifname = current,

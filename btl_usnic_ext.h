@@ -11,8 +11,9 @@
  *                                fallbacks otherwise (pure)
  *   opal_btl_usnic_if_facts_describe  the verbose line (pure)
  *   opal_btl_usnic_ext_refine    all of it for one module, called by
- *                                opal_btl_usnic_module_init once the
- *                                fabric is open
+ *                                the libfabric wire's open
+ *                                (btl_usnic_wire_ofi.c) once the fabric
+ *                                is open
  */
 #ifndef OPAL_BTL_USNIC_EXT_H
 #define OPAL_BTL_USNIC_EXT_H
@@ -98,10 +99,11 @@ int opal_btl_usnic_if_facts_describe(const char *who, const opal_btl_usnic_if_fa
 
 struct opal_btl_usnic_module_t;
 
-/* Once module->fabric is open: query the extension, merge with the
- * fallbacks, set module->netmask, link_speed_mbps and if_name, and say so
- * at btl_usnic_verbose 5.  Returns the facts' sources in |facts| if not
- * NULL. */
-void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, opal_btl_usnic_if_facts_t *facts);
+/* Once the module's |fabric| (opened from |info|) is open: query the
+ * extension, merge with the fallbacks, set module->netmask,
+ * link_speed_mbps and if_name, and say so at btl_usnic_verbose 5.
+ * Returns the facts' sources in |facts| if not NULL. */
+void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, struct fid_fabric *fabric,
+                               const struct fi_info *info, opal_btl_usnic_if_facts_t *facts);
 
 #endif /* OPAL_BTL_USNIC_EXT_H */

@@ -447,20 +447,19 @@ static void test_describe_names_sources(void)
 }
 
 /* A module as module_new leaves it, on an address no interface here has
- * (TEST-NET-1) and an interface name sysfs does not know */
+ * (TEST-NET-1) and an interface name sysfs does not know, with the
+ * fi_info its fabric was opened from */
 typedef struct fake_module_t {
     opal_btl_usnic_module_t m;
     struct fi_info info;
     struct fi_fabric_attr fattr;
 } fake_module_t;
 
-static void module_init_fake(fake_module_t *fm, fake_fabric_t *ff)
+static void module_init_fake(fake_module_t *fm)
 {
     memset(fm, 0, sizeof(*fm));
     fm->fattr.name = "192.0.2.0/26";
     fm->info.fabric_attr = &fm->fattr;
-    fm->m.info = &fm->info;
-    fm->m.fabric = &ff->fabric;
     fm->m.ipv4 = mask_of("192.0.2.77");
     fm->m.if_name = strdup("usnic-test-9");
     fm->m.domain_name = strdup("usnic_9");
@@ -481,9 +480,9 @@ static void test_refine_module_from_extension(void)
     fake_fabric_t ff;
     fake_init(&ff);
     fake_module_t fm;
-    module_init_fake(&fm, &ff);
+    module_init_fake(&fm);
     opal_btl_usnic_if_facts_t f;
-    opal_btl_usnic_ext_refine(&fm.m, &f);
+    opal_btl_usnic_ext_refine(&fm.m, &ff.fabric, &fm.info, &f);
     CHECK_EQ(ff.prov.getinfo_calls, 1);
     CHECK_EQ_U(fm.m.netmask, mask_of("255.255.255.0"));
     CHECK_EQ_U(fm.m.link_speed_mbps, 40000u);
@@ -500,9 +499,9 @@ static void test_refine_module_without_extension(void)
     fake_init(&ff);
     ff.prov.ops_open_rc = -FI_ENOSYS;
     fake_module_t fm;
-    module_init_fake(&fm, &ff);
+    module_init_fake(&fm);
     opal_btl_usnic_if_facts_t f;
-    opal_btl_usnic_ext_refine(&fm.m, &f);
+    opal_btl_usnic_ext_refine(&fm.m, &ff.fabric, &fm.info, &f);
     CHECK_EQ_U(fm.m.netmask, mask_of("255.255.255.192"));
     CHECK_EQ(f.netmask_src, OPAL_BTL_USNIC_FACT_FABRIC_NAME);
     CHECK_EQ_U(fm.m.link_speed_mbps, 12345u);
@@ -512,7 +511,7 @@ static void test_refine_module_without_extension(void)
 
     /* a fabric name without a prefix: the default netmask */
     fm.fattr.name = "udp";
-    opal_btl_usnic_ext_refine(&fm.m, &f);
+    opal_btl_usnic_ext_refine(&fm.m, &ff.fabric, &fm.info, &f);
     CHECK_EQ_U(fm.m.netmask, mask_of("255.255.255.0"));
     CHECK_EQ(f.netmask_src, OPAL_BTL_USNIC_FACT_DEFAULT);
     module_fini_fake(&fm);

@@ -1,0 +1,51 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * What the files of a module share among themselves and nobody else:
+ *
+ *   btl_usnic_module.c   setup (sizes, secrets, engine, modex) and the
+ *                        engine's upcalls (post, timers, deliver, peer failed)
+ *   btl_usnic_btl.c      the BTL entry points and the module template
+ *   btl_usnic_peers.c    add_procs/del_procs, modex, pairing, endpoints
+ *   btl_usnic_wire_ofi.c, btl_usnic_inject.c: transports (btl_usnic_wire.h)
+ */
+#ifndef OPAL_BTL_USNIC_MODULE_INT_H
+#define OPAL_BTL_USNIC_MODULE_INT_H
+
+#include "btl_usnic.h"
+
+BEGIN_C_DECLS
+
+/* The endpoint of sender id |id| (a process name), NULL if none: peers
+ * of our own job by vpid in an array, those of other jobs in a table.
+ * Inline: the receive path asks once per datagram. */
+static inline opal_btl_usnic_endpoint_t *opal_btl_usnic_peer_of_id(opal_btl_usnic_module_t *module, uint64_t id)
+{
+    if (opal_btl_usnic_id_jobid(id) == OPAL_PROC_MY_NAME.jobid) {
+        uint32_t vpid = opal_btl_usnic_id_vpid(id);
+        return (vpid < module->num_peer_slots) ? module->peers[vpid] : NULL;
+    }
+    void *ep = NULL;
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&module->other_job_peers, id, &ep)) {
+        return NULL;
+    }
+    return (opal_btl_usnic_endpoint_t *) ep;
+}
+
+/* btl_usnic_peers.c */
+/* opal_btl_usnic_peer_of_id as the engine's lookup function */
+opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender);
+int opal_btl_usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
+                             struct mca_btl_base_endpoint_t **endpoints, struct opal_bitmap_t *reachable);
+int opal_btl_usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,
+                             struct mca_btl_base_endpoint_t **peers);
+/* Finalize: say goodbye to every peer and release its endpoint */
+void opal_btl_usnic_peers_release_all(opal_btl_usnic_module_t *module);
+
+/* btl_usnic_module.c */
+/* The eviction callback of an endpoint's hotel, which never evicts */
+void opal_btl_usnic_hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant);
+
+END_C_DECLS
+
+#endif /* OPAL_BTL_USNIC_MODULE_INT_H */

@@ -1,0 +1,108 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The transport under a module: what moves datagrams between two
+ * processes' channels.  One table of functions per wire, chosen once when
+ * the module is set up (UCX's uct_ud_iface_ops_t is the model):
+ *
+ *   btl_usnic_wire_ofi.c   libfabric FI_EP_DGRAM endpoints (usnic, udp, ...)
+ *   btl_usnic_inject.c     test-only fault injection, wrapped around any wire
+ *
+ * Everything that names a libfabric call, queue or address lives behind
+ * this table; the BTL entry points, peer management and module setup
+ * above it see only the capabilities the wire fills at open.
+ *
+ * Not to be confused with the engine's opal_btl_usnic_wire_ops_t
+ * (btl_usnic_engine.h): that is the engine's downward table, which the
+ * module implements (btl_usnic_module.c) by calling this transport.
+ */
+#ifndef OPAL_BTL_USNIC_WIRE_H
+#define OPAL_BTL_USNIC_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btl_usnic_engine.h"
+
+struct fi_info;
+struct opal_btl_usnic_module_t;
+struct opal_btl_usnic_modex_t;
+
+/* What a wire can do, filled by its open; read-only afterwards */
+typedef struct opal_btl_usnic_transport_caps_t {
+    size_t max_datagram[OPAL_BTL_USNIC_NUM_CHANNELS]; /* our header + payload per channel (the modex's mtu,
+                                                         tiny_mtu) */
+    size_t prefix;             /* bytes the wire needs in front of each header (FI_MSG_PREFIX), sent and received */
+    bool needs_mr;             /* every posted buffer must be registered (mem_reg): FI_MR_LOCAL */
+    bool gathers;              /* sends a header and a payload from elsewhere as one datagram */
+    bool reports_source;       /* receives say where they came from, and the protection wants it checked */
+    size_t inject_size;        /* datagrams (with prefix) up to this size complete inside post */
+    uint32_t rx_capacity;      /* datagrams the data channel holds between two progress passes */
+    uint32_t send_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* posts a channel takes before completions return */
+    uint16_t port[OPAL_BTL_USNIC_NUM_CHANNELS];         /* where peers reach each channel (host order;
+                                                           published in the modex) */
+} opal_btl_usnic_transport_caps_t;
+
+typedef struct opal_btl_usnic_transport_t {
+    const char *name;
+    /**
+     * Open the wire of |module| on the interface |info| describes:
+     * endpoints, completion queues, posted receives, registrations; fill
+     * module->caps.  Shows help and returns an OPAL error if it cannot; a
+     * wire that failed half way is still closed by close and fini.
+     */
+    int (*open)(struct opal_btl_usnic_module_t *module, const struct fi_info *info);
+    /* Make |ep| reachable at |remote|'s address (sets ep->peer_addr[]).
+     * OPAL_ERR_UNREACH (with help shown) if the wire cannot address it. */
+    int (*add_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                    const struct opal_btl_usnic_modex_t *remote);
+    /* |ep| goes away: forget its address */
+    void (*del_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep);
+    /**
+     * Post one datagram (the engine's wire->post contract, see
+     * btl_usnic_engine.h): OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE
+     * (back-pressure, nothing sent) or OPAL_ERR_UNREACH.  The place a batch
+     * call goes later.
+     */
+    int (*post)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                opal_btl_usnic_send_seg_t *seg, int channel);
+    /* Post a datagram already reported as sent, riding out back-pressure
+     * (the injector's held datagram); errors other than back-pressure
+     * drop it. */
+    void (*post_wait)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                      opal_btl_usnic_send_seg_t *seg, int channel);
+    /* One full pass: finish deferred work, poll both channels, hand
+     * receives and completions to the engine.  Returns the count. */
+    int (*progress)(struct opal_btl_usnic_module_t *module);
+    /* The fast receive path: at most one tiny receive straight to the
+     * PML; true if one was delivered (its bookkeeping waits for progress) */
+    bool (*progress_fast)(struct opal_btl_usnic_module_t *module);
+    /* Reap send completions only (finalize, goodbyes short of credits) */
+    void (*drain)(struct opal_btl_usnic_module_t *module);
+    /* Finalize begins: post whatever the wire holds back and report (the
+     * wire stays open for the goodbyes) */
+    void (*quiesce)(struct opal_btl_usnic_module_t *module);
+    /* Close the endpoints, queues and receive buffers; registrations
+     * (mem_unreg) must still work afterwards */
+    void (*close)(struct opal_btl_usnic_module_t *module);
+    /* Release the rest (domain, fabric), once the engine has unregistered
+     * its memory */
+    void (*fini)(struct opal_btl_usnic_module_t *module);
+    /* Register |len| bytes at |base| for posting (caps.needs_mr): the
+     * engine's slabs, through opal_btl_usnic_mem_ops_t */
+    int (*mem_reg)(struct opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p);
+    void (*mem_unreg)(struct opal_btl_usnic_module_t *module, void *handle);
+} opal_btl_usnic_transport_t;
+
+/* btl_usnic_wire_ofi.c */
+extern const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi;
+
+/* btl_usnic_inject.c: |inner| wrapped by the fault injector
+ * (btl_usnic_inject_faults), with the component's parameters.
+ * OPAL_ERR_OUT_OF_RESOURCE if its state cannot be had. */
+int opal_btl_usnic_inject_wrap(struct opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *inner);
+/* Is fault injection asked for (any of its parameters non-zero)? */
+bool opal_btl_usnic_inject_wanted(void);
+
+#endif /* OPAL_BTL_USNIC_WIRE_H */

@@ -1,0 +1,830 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The libfabric wire (btl_usnic_wire.h): FI_EP_DGRAM endpoints, one per
+ * channel with its own CQ, on one fabric, domain and AV per module; the
+ * posted receive buffers; registrations for FI_MR_LOCAL providers; CQ
+ * polling with the fast receive path.  The only file that calls fi_* on
+ * the data path.
+ */
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ext.h"
+#include "btl_usnic_module_int.h"
+
+#define OPAL_BTL_USNIC_DEFAULT_TINY_MTU 768
+#define OPAL_BTL_USNIC_CQ_BATCH 16
+#define OPAL_BTL_USNIC_CQ_READS_PER_PASS 64
+
+/* A posted receive buffer */
+typedef struct opal_btl_usnic_recv_seg_t {
+    uint64_t wire_ctx[OPAL_BTL_USNIC_WIRE_CTX_WORDS]; /* fi_context2 space */
+    uint8_t *buf;
+    int channel;
+} opal_btl_usnic_recv_seg_t;
+
+/* One libfabric endpoint with its own CQ */
+typedef struct opal_btl_usnic_channel_t {
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    size_t mtu;                 /* datagram size this channel receives */
+    int sd_num;
+    int rd_num;
+    int sock_fd;                /* the provider's UDP socket; -1 if none (hardware) */
+    size_t cq_size;             /* entries: every send and receive it can have posted */
+    opal_btl_usnic_recv_seg_t *rsegs;
+    uint8_t *rbufs;
+    size_t rbuf_stride;
+    struct fid_mr *rbuf_mr;     /* registration of rbufs (FI_MR_LOCAL providers), else NULL */
+    void *rbuf_desc;
+    opal_btl_usnic_recv_seg_t **unposted; /* buffers the provider refused to take back: retried each pass */
+    int nunposted;
+} opal_btl_usnic_channel_t;
+
+/* A module's libfabric state (module->ofi) */
+struct opal_btl_usnic_ofi_state {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_av *av;
+    opal_btl_usnic_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
+
+    bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
+    bool fast_in_upcall;       /* a fast-path receive is with the PML: no nested fast path, whose
+                                  deferred bookkeeping would overwrite this one's */
+    opal_btl_usnic_endpoint_t *fast_deferred_ep;
+    opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
+};
+typedef struct opal_btl_usnic_ofi_state opal_btl_usnic_ofi_state_t;
+
+static void show_fi_error(opal_btl_usnic_module_t *module, const char *call, int rc)
+{
+    opal_btl_usnic_show_help(false, "libfabric API failed", opal_process_info.nodename,
+                             NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc,
+                             fi_strerror(-rc));
+}
+
+/* ===================== sending ===================== */
+
+static opal_btl_usnic_send_seg_t *send_seg_of_ctx(void *ctx)
+{
+    return (opal_btl_usnic_send_seg_t *) ((char *) ctx - offsetof(opal_btl_usnic_send_seg_t, wire_ctx));
+}
+
+static bool is_transient_send_error(ssize_t rc)
+{
+    switch (-rc) {
+    case FI_EAGAIN:
+    case ENOBUFS:
+    case ENOMEM:
+    case EINTR:
+    case ECONNREFUSED: /* ICMP from a peer that is not listening (yet/any more) */
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EPERM:        /* a firewall said no: the retransmission engine copes */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Tests build a deliberately broken plugin with this defined (test/provider):
+ * ACKs are then posted without their descriptor, and the contract-checking
+ * provider must catch it. */
+#ifndef OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
+#    define OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC 0
+#endif
+#if OPAL_BTL_USNIC_TEST_BREAK_ACK_DESC
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) (OPAL_BTL_USNIC_SEG_ACK == (seg)->kind ? NULL : (seg)->desc)
+#else
+#    define OPAL_BTL_USNIC_SEG_DESC(seg) ((seg)->desc)
+#endif
+
+/* Hand |seg| to the provider: one buffer, or its header and its payload
+ * gathered from elsewhere (seg->ext_len > 0, only if the provider gathers
+ * and needs no registered memory).  Every post passes the buffer's
+ * registration descriptor (NULL where the provider needs none).
+ * A datagram up to the provider's inject size goes by fi_inject: the
+ * provider is done with the buffer on return and writes no completion, so
+ * we complete it here (the engine set seg->channel before posting), saving
+ * a completion queue entry written and read per datagram.  An explicit
+ * ACK's segment goes back to its free list at once. */
+static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
+                        opal_btl_usnic_send_seg_t *seg, fi_addr_t dest)
+{
+    size_t inline_len = module->caps.prefix + opal_btl_usnic_seg_inline_len(seg);
+    if (OPAL_LIKELY(0 == seg->ext_len)) {
+        if (inline_len <= module->caps.inject_size) {
+            ssize_t rc = fi_inject(chan->ep, seg->buf, inline_len, dest);
+            if (0 == rc) {
+                opal_btl_usnic_seg_send_complete(&module->eng, seg);
+            }
+            return rc;
+        }
+        return fi_send(chan->ep, seg->buf, inline_len, OPAL_BTL_USNIC_SEG_DESC(seg), dest, seg->wire_ctx);
+    }
+    struct iovec iov[2] = {
+        {.iov_base = seg->buf, .iov_len = inline_len},
+        {.iov_base = (void *) seg->ext_data, .iov_len = seg->ext_len},
+    };
+    void *desc[2] = {seg->desc, NULL};
+    struct fi_msg msg = {.msg_iov = iov, .desc = desc, .iov_count = 2, .addr = dest, .context = seg->wire_ctx};
+    return fi_sendmsg(chan->ep, &msg, 0);
+}
+
+static int ofi_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+                    int channel)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[channel];
+    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
+    if (OPAL_LIKELY(0 == rc)) {
+        return OPAL_SUCCESS;
+    }
+    if (is_transient_send_error(rc)) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_verbose(5, "fi_send to peer %s failed: %s", opal_btl_usnic_id_str(ep->peer_id).s,
+                           fi_strerror((int) -rc));
+    return OPAL_ERR_UNREACH;
+}
+
+static void ofi_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                          opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[channel];
+    while (-FI_EAGAIN == seg_send(module, chan, seg, ep->peer_addr[channel])) {
+        struct fi_cq_msg_entry comp; /* reading no entry lets a socket provider progress */
+        (void) fi_cq_read(chan->cq, &comp, 0);
+    }
+}
+
+/* ===================== receive buffers ===================== */
+
+static opal_btl_usnic_recv_seg_t *recv_seg_of_ctx(void *ctx)
+{
+    return (opal_btl_usnic_recv_seg_t *) ctx; /* wire_ctx is the first member */
+}
+
+/* Receive buffers hold one byte more than the largest datagram a peer may
+ * send: the udp provider truncates a longer datagram to the posted length
+ * and reports an ordinary completion (no FI_ETRUNC), so only a completion
+ * that reaches into this spare byte shows that the datagram was too long. */
+#define OPAL_BTL_USNIC_RECV_SPARE 1
+
+static int recv_post(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[rseg->channel];
+    ssize_t rc = fi_recv(chan->ep, rseg->buf, module->caps.prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE,
+                         chan->rbuf_desc, FI_ADDR_UNSPEC, rseg->wire_ctx);
+    return (0 == rc) ? OPAL_SUCCESS : (int) rc;
+}
+
+/* Give a receive buffer back to the provider; one it refuses waits on the
+ * channel's list for the next pass (a buffer lost here would shrink the
+ * pool for good: the stall nobody could explain) */
+static void recv_repost(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[rseg->channel];
+    if (OPAL_UNLIKELY(0 != chan->nunposted || OPAL_SUCCESS != recv_post(module, rseg))) {
+        chan->unposted[chan->nunposted++] = rseg; /* room for every buffer: allocated with the pool */
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_repost_delayed);
+    }
+}
+
+/* Retry the buffers the provider refused before, oldest first */
+static void recv_repost_pending(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    int done = 0;
+    while (done < chan->nunposted && OPAL_SUCCESS == recv_post(module, chan->unposted[done])) {
+        ++done;
+    }
+    if (done > 0) {
+        chan->nunposted -= done;
+        memmove(chan->unposted, chan->unposted + done, (size_t) chan->nunposted * sizeof(*chan->unposted));
+    }
+}
+
+/* ----- registered memory (providers with FI_MR_LOCAL) ----- */
+
+/* The engine's slab registrations: one fi_mr_reg per slab, at setup */
+static int ofi_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p)
+{
+    struct fid_mr *mr = NULL;
+    int rc = fi_mr_reg(module->ofi->domain, base, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL);
+    if (0 != rc) {
+        show_fi_error(module, "fi_mr_reg", rc);
+        return rc;
+    }
+    *handle_p = mr;
+    *desc_p = fi_mr_desc(mr);
+    return 0;
+}
+
+static void ofi_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
+{
+    (void) module;
+    fi_close(&((struct fid_mr *) handle)->fid);
+}
+
+/* All receive buffers of a channel are one allocation: one registration */
+static int channel_register_rbufs(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    if (!module->caps.needs_mr) {
+        return OPAL_SUCCESS;
+    }
+    void *mr = NULL;
+    if (0 != ofi_mem_reg(module, chan->rbufs, chan->rbuf_stride * (size_t) chan->rd_num, &mr, &chan->rbuf_desc)) {
+        return OPAL_ERROR;
+    }
+    chan->rbuf_mr = (struct fid_mr *) mr;
+    return OPAL_SUCCESS;
+}
+
+static int channel_post_all_recvs(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[c];
+    chan->rbuf_stride = (module->caps.prefix + chan->mtu + OPAL_BTL_USNIC_RECV_SPARE + 63) & ~(size_t) 63;
+    chan->rsegs = (opal_btl_usnic_recv_seg_t *) calloc(chan->rd_num, sizeof(*chan->rsegs));
+    chan->unposted = (opal_btl_usnic_recv_seg_t **) calloc(chan->rd_num, sizeof(*chan->unposted));
+    chan->nunposted = 0;
+    if (0 != posix_memalign((void **) &chan->rbufs, 64, chan->rbuf_stride * chan->rd_num) || NULL == chan->rsegs ||
+        NULL == chan->unposted) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (OPAL_SUCCESS != channel_register_rbufs(module, chan)) {
+        return OPAL_ERROR;
+    }
+    for (int i = 0; i < chan->rd_num; ++i) {
+        chan->rsegs[i].buf = chan->rbufs + i * chan->rbuf_stride;
+        chan->rsegs[i].channel = c;
+        int rc = recv_post(module, &chan->rsegs[i]);
+        if (-FI_EAGAIN == rc) {
+            chan->unposted[chan->nunposted++] = &chan->rsegs[i]; /* the provider's queue is shorter: later */
+            continue;
+        }
+        if (OPAL_SUCCESS != rc) {
+            show_fi_error(module, "fi_recv", rc);
+            return OPAL_ERROR;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+/* ===================== channels ===================== */
+
+static int channel_open(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    opal_btl_usnic_channel_t *chan = &ofi->chan[c];
+    struct fi_info *info = fi_dupinfo(ofi->info);
+    if (NULL == info) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    info->tx_attr->size = chan->sd_num;
+    info->rx_attr->size = chan->rd_num;
+    int rc = fi_endpoint(ofi->domain, info, &chan->ep, NULL);
+    fi_freeinfo(info);
+    if (0 != rc) {
+        show_fi_error(module, "fi_endpoint", rc);
+        return OPAL_ERROR;
+    }
+    /* every send and receive we can have posted; a hardware CQ that is
+     * smaller overruns and loses completions */
+    chan->cq_size = (size_t) (chan->sd_num + chan->rd_num);
+    struct fi_cq_attr cq_attr = {
+        .size = chan->cq_size,
+        .format = FI_CQ_FORMAT_MSG,
+        .wait_obj = FI_WAIT_NONE,
+    };
+    if (0 != (rc = fi_cq_open(ofi->domain, &cq_attr, &chan->cq, NULL))) {
+        show_fi_error(module, "fi_cq_open", rc);
+        return OPAL_ERROR;
+    }
+    if (0 != (rc = fi_ep_bind(chan->ep, &chan->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        0 != (rc = fi_ep_bind(chan->ep, &ofi->av->fid, 0)) || 0 != (rc = fi_enable(chan->ep))) {
+        show_fi_error(module, "fi_ep_bind/fi_enable", rc);
+        return OPAL_ERROR;
+    }
+    struct sockaddr_in sin;
+    size_t len = sizeof(sin);
+    if (0 != (rc = fi_getname(&chan->ep->fid, &sin, &len))) {
+        show_fi_error(module, "fi_getname", rc);
+        return OPAL_ERROR;
+    }
+    module->caps.port[c] = ntohs(sin.sin_port);
+    chan->sock_fd = opal_btl_usnic_socket_fd(module->ipv4, module->caps.port[c]);
+    return channel_post_all_recvs(module, c);
+}
+
+static void channel_close(opal_btl_usnic_channel_t *chan)
+{
+    if (NULL != chan->ep) {
+        fi_close(&chan->ep->fid);
+        chan->ep = NULL;
+    }
+    if (NULL != chan->cq) {
+        fi_close(&chan->cq->fid);
+        chan->cq = NULL;
+    }
+    if (NULL != chan->rbuf_mr) {
+        fi_close(&chan->rbuf_mr->fid); /* after the endpoint: nothing is posted any more */
+        chan->rbuf_mr = NULL;
+        chan->rbuf_desc = NULL;
+    }
+    free(chan->rsegs);
+    chan->rsegs = NULL;
+    free(chan->unposted);
+    chan->unposted = NULL;
+    chan->nunposted = 0;
+    free(chan->rbufs);
+    chan->rbufs = NULL;
+}
+
+/* ===================== completions and progress ===================== */
+
+static void count_oversized(opal_btl_usnic_module_t *module)
+{
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
+}
+
+/* Longer than the channel's MTU: cut short by the provider, never ours */
+static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg,
+                              size_t len)
+{
+    return len > module->caps.prefix + module->ofi->chan[rseg->channel].mtu;
+}
+
+/* Did the datagram come from where its claimed sender sends?  The claim
+ * only picks the endpoint whose address to compare (the tag proves the
+ * rest); datagrams too short to carry one, or from unknown senders, are
+ * the engine's to count. */
+static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg, size_t len,
+                      fi_addr_t src)
+{
+    size_t prefix = module->caps.prefix;
+    if (!module->caps.reports_source || len < prefix + sizeof(opal_btl_usnic_hdr_t)) {
+        return true;
+    }
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) (rseg->buf + prefix);
+    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, opal_btl_usnic_host64(hdr->sender));
+    if (NULL == ep || src == ep->peer_addr[rseg->channel]) {
+        return true;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
+    return false;
+}
+
+static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
+{
+    size_t prefix = module->caps.prefix;
+    if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
+        count_oversized(module);
+    } else if (OPAL_UNLIKELY(!source_ok(module, rseg, len, src))) {
+        /* counted */
+    } else if (OPAL_UNLIKELY(len < prefix)) {
+        /* not even the provider's prefix: no header of ours to look at */
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_truncated);
+    } else {
+        ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
+        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, rseg->buf + prefix, len - prefix);
+        --module->eng.rx_buffers_held;
+    }
+    recv_repost(module, rseg);
+}
+
+static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_cq_msg_entry *comp, fi_addr_t src)
+{
+    if (comp->flags & FI_RECV) {
+        handle_recv(module, recv_seg_of_ctx(comp->op_context), comp->len, src);
+    } else {
+        opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp->op_context));
+    }
+}
+
+/* A hardware CQ that overflowed lost completions (a send credit or a
+ * receive buffer each): the queues are sized for every operation we can
+ * have posted, so this is a bug or a provider that sized them otherwise.
+ * Data is not lost (retransmission), but say so, once per module. */
+static void report_cq_overrun(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    if (0 == module->eng.stats.num_cq_overruns++) {
+        opal_btl_usnic_show_help(false, "cq overrun", opal_process_info.nodename, module->if_name,
+                                 chan == &module->ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL] ? "priority" : "data",
+                                 chan->cq_size, chan->sd_num, chan->rd_num);
+    }
+}
+
+static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
+{
+    struct fi_cq_err_entry err;
+    memset(&err, 0, sizeof(err));
+    if (fi_cq_readerr(chan->cq, &err, 0) < 1) {
+        return;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors);
+    if (FI_EOVERRUN == err.err) {
+        report_cq_overrun(module, chan);
+    } else if (NULL == err.op_context) {
+        return; /* names no operation of ours */
+    } else if (err.flags & FI_RECV) {
+        if (FI_ETRUNC == err.err) {
+            count_oversized(module); /* providers that report the overrun */
+        }
+        recv_repost(module, recv_seg_of_ctx(err.op_context));
+    } else {
+        /* the datagram may not have left; retransmission covers it */
+        opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(err.op_context));
+    }
+}
+
+/* Up to |max| completions of |chan|, with the source of each receive
+ * where the provider reports it (FI_ADDR_NOTAVAIL otherwise) */
+static ssize_t cq_read(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan,
+                       struct fi_cq_msg_entry *comps, fi_addr_t *srcs, size_t max)
+{
+    if (module->caps.reports_source) {
+        return fi_cq_readfrom(chan->cq, comps, max, srcs);
+    }
+    ssize_t n = fi_cq_read(chan->cq, comps, max);
+    for (ssize_t i = 0; i < n; ++i) {
+        srcs[i] = FI_ADDR_NOTAVAIL;
+    }
+    return n;
+}
+
+/* Drain one channel's CQ, at most a bounded number of reads: the udp
+ * provider reaps at most one receive per fi_cq_read. */
+static int poll_channel(opal_btl_usnic_module_t *module, int c)
+{
+    opal_btl_usnic_channel_t *chan = &module->ofi->chan[c];
+    struct fi_cq_msg_entry comps[OPAL_BTL_USNIC_CQ_BATCH];
+    fi_addr_t srcs[OPAL_BTL_USNIC_CQ_BATCH];
+    int count = 0;
+    for (int pass = 0; pass < OPAL_BTL_USNIC_CQ_READS_PER_PASS; ++pass) {
+        ssize_t n = cq_read(module, chan, comps, srcs, OPAL_BTL_USNIC_CQ_BATCH);
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; ++i) {
+                handle_completion(module, &comps[i], srcs[i]);
+            }
+            count += (int) n;
+        } else if (-FI_EAVAIL == n) {
+            handle_cq_error(module, chan);
+        } else {
+            break;
+        }
+    }
+    return count;
+}
+
+static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    if (ofi->fast_deferred_valid) {
+        ofi->fast_deferred_valid = false;
+        opal_btl_usnic_recv_fast_finish(&module->eng, ofi->fast_deferred_ep, ofi->fast_deferred_rseg->buf);
+        recv_repost(module, ofi->fast_deferred_rseg);
+        --module->eng.rx_buffers_held;
+    }
+}
+
+/* One tiny receive of the priority channel, offered to the engine's fast
+ * path; see opal_btl_usnic_transport_t.progress_fast */
+static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    opal_btl_usnic_channel_t *chan = &ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    struct fi_cq_msg_entry comp;
+    if (ofi->fast_deferred_valid || ofi->fast_in_upcall) {
+        return false;
+    }
+    fi_addr_t src = FI_ADDR_NOTAVAIL;
+    ssize_t n = cq_read(module, chan, &comp, &src, 1);
+    if (1 != n) {
+        /* each read of an empty CQ costs the udp provider a recvmsg call */
+        module->prio_found_empty = (-FI_EAGAIN == n);
+        return false;
+    }
+    if (comp.flags & FI_RECV) {
+        opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
+        opal_btl_usnic_endpoint_t *ep = NULL;
+        ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
+        opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
+        if (!source_ok(module, rseg, comp.len, src)) {
+            how = OPAL_BTL_USNIC_FAST_DROPPED; /* counted */
+        } else if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
+            ofi->fast_in_upcall = true;
+            how = opal_btl_usnic_recv_fast(&module->eng, opal_btl_usnic_lookup_sender,
+                                           rseg->buf + module->caps.prefix, comp.len - module->caps.prefix, &ep);
+            ofi->fast_in_upcall = false;
+        }
+        if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
+            ofi->fast_deferred_valid = true;
+            ofi->fast_deferred_ep = ep;
+            ofi->fast_deferred_rseg = rseg;
+            return true;
+        }
+        --module->eng.rx_buffers_held;
+        if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
+            recv_repost(module, rseg); /* counted */
+            return false;
+        }
+    }
+    handle_completion(module, &comp, src);
+    return false;
+}
+
+static int ofi_progress(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    finish_deferred_fast_recv(module);
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (OPAL_UNLIKELY(0 != ofi->chan[c].nunposted)) {
+            recv_repost_pending(module, &ofi->chan[c]);
+        }
+    }
+    int count = 0;
+    if (!module->prio_found_empty) {
+        count += poll_channel(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    }
+    module->prio_found_empty = false;
+    count += poll_channel(module, OPAL_BTL_USNIC_DATA_CHANNEL);
+    return count;
+}
+
+/* Finalize: reap the completions of segments still posted (the last ACKs
+ * usually) so that they go back to their free lists and are freed with
+ * them; receives that arrive now are not delivered any more. */
+static void ofi_drain(opal_btl_usnic_module_t *module)
+{
+    if (NULL == module->ofi) {
+        return;
+    }
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        opal_btl_usnic_channel_t *chan = &module->ofi->chan[c];
+        struct fi_cq_msg_entry comp;
+        for (int i = 0; NULL != chan->cq && i < 4 * (chan->sd_num + chan->rd_num); ++i) {
+            ssize_t n = fi_cq_read(chan->cq, &comp, 1);
+            if (-FI_EAVAIL == n) {
+                struct fi_cq_err_entry err;
+                memset(&err, 0, sizeof(err));
+                if (fi_cq_readerr(chan->cq, &err, 0) < 1) {
+                    break;
+                }
+                comp.flags = err.flags;
+                comp.op_context = err.op_context;
+            } else if (1 != n) {
+                break;
+            }
+            if (!(comp.flags & FI_RECV) && NULL != comp.op_context) {
+                opal_btl_usnic_seg_send_complete(&module->eng, send_seg_of_ctx(comp.op_context));
+            }
+        }
+    }
+}
+
+/* ===================== peers ===================== */
+
+static int ofi_add_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                        const opal_btl_usnic_modex_t *remote)
+{
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        struct sockaddr_in sin;
+        memset(&sin, 0, sizeof(sin)); /* the provider rejects a non-zero sin_zero */
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = remote->ipv4;
+        sin.sin_port = htons(remote->ports[c]);
+        fi_addr_t addr = FI_ADDR_NOTAVAIL;
+        int rc = fi_av_insert(module->ofi->av, &sin, 1, &addr, 0, NULL);
+        if (1 != rc || FI_ADDR_NOTAVAIL == addr) {
+            char ip[INET_ADDRSTRLEN];
+            inet_ntop(AF_INET, &remote->ipv4, ip, sizeof(ip));
+            opal_btl_usnic_show_help(false, "unreachable peer IP", opal_process_info.nodename,
+                           module->if_name, opal_get_proc_hostname(ep->proc), ip);
+            return OPAL_ERR_UNREACH;
+        }
+        ep->peer_addr[c] = addr;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* A peer's addresses stay in the AV until it closes, as they always have
+ * (a peer that comes back is inserted anew) */
+static void ofi_del_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    (void) module;
+    (void) ep;
+}
+
+/* ===================== open and close ===================== */
+
+/* Datagrams our data channel can hold between two progress passes: what
+ * the real receive buffer of its socket holds (read from the kernel;
+ * rmem_default if the socket cannot be found, e.g. on hardware providers,
+ * where the posted receive buffers are the limit too).  The kernel charges
+ * a datagram its payload plus about 832 bytes of buffer overhead (212992
+ * bytes hold 92 datagrams of 1472 bytes here). */
+static uint32_t rx_capacity(const opal_btl_usnic_module_t *module)
+{
+    const opal_btl_usnic_channel_t *data = &module->ofi->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    long rcvbuf = opal_btl_usnic_socket_rcvbuf(data->sock_fd);
+    bool socket_found = rcvbuf > 0;
+    if (!socket_found) {
+        rcvbuf = opal_btl_usnic_kernel_rmem_default();
+    }
+    long datagrams = (rcvbuf > 0) ? rcvbuf / (long) (data->mtu + 832) : 92;
+    if (!socket_found && datagrams > data->rd_num) {
+        datagrams = data->rd_num;
+    }
+    opal_btl_usnic_verbose(10, "%s: receive buffer %ld bytes: %ld datagrams of %zu bytes", module->if_name, rcvbuf,
+                           datagrams, data->mtu);
+    return (datagrams > 0) ? (uint32_t) datagrams : 1;
+}
+
+/* Does the provider need every posted buffer registered?  (usnic, verbs
+ * UD, EFA: FI_MR_LOCAL, or the older mode bit) */
+static bool info_needs_mr(const struct fi_info *info)
+{
+    return 0 != (info->mode & OPAL_BTL_USNIC_FI_MODE_LOCAL_MR) || 0 != (info->domain_attr->mr_mode & FI_MR_LOCAL);
+}
+
+/* Datagram sizes, queue depths and what the provider can do, from |info|
+ * and the parameters */
+static int ofi_sizes(opal_btl_usnic_module_t *module, const struct fi_info *info)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_transport_caps_t *caps = &module->caps;
+    caps->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
+    size_t mtu = opal_btl_usnic_datagram_mtu(info->ep_attr->max_msg_size, caps->prefix,
+                                             opal_btl_usnic_if_mtu(module->if_name));
+    if (mtu < OPAL_BTL_USNIC_MIN_MTU) {
+        opal_btl_usnic_show_help(true, "mtu too small", opal_process_info.nodename, module->if_name,
+                                 module->provider, (size_t) info->ep_attr->max_msg_size, caps->prefix,
+                                 opal_btl_usnic_if_mtu(module->if_name), (size_t) OPAL_BTL_USNIC_MIN_MTU);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    opal_btl_usnic_verbose(5, "%s: datagrams of %zu bytes after a provider prefix of %zu (max_msg_size %zu)",
+                           module->domain_name, mtu, caps->prefix, (size_t) info->ep_attr->max_msg_size);
+    size_t tiny = (0 != c->priority_limit) ? (size_t) c->priority_limit : OPAL_BTL_USNIC_DEFAULT_TINY_MTU;
+    if (tiny > mtu) {
+        tiny = mtu;
+    }
+    opal_btl_usnic_channel_t *data = &module->ofi->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    opal_btl_usnic_channel_t *prio = &module->ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    data->mtu = mtu;
+    prio->mtu = tiny;
+
+    int prov_tx = (int) info->tx_attr->size;
+    int prov_rx = (int) info->rx_attr->size;
+    data->sd_num = (c->sd_num > 0) ? c->sd_num : (prov_tx < 1024 ? prov_tx : 1024);
+    data->rd_num = (c->rd_num > 0) ? c->rd_num : (prov_rx < 512 ? prov_rx : 512);
+    prio->sd_num = (c->prio_sd_num > 0) ? c->prio_sd_num : (prov_tx < 256 ? prov_tx : 256);
+    prio->rd_num = (c->prio_rd_num > 0) ? c->prio_rd_num : (prov_rx < 256 ? prov_rx : 256);
+    for (int ch = 0; ch < OPAL_BTL_USNIC_NUM_CHANNELS; ++ch) {
+        caps->max_datagram[ch] = module->ofi->chan[ch].mtu;
+        caps->send_credits[ch] = (uint32_t) module->ofi->chan[ch].sd_num;
+    }
+    caps->needs_mr = info_needs_mr(info);
+    /* gathering a PUT's source would need the user's memory registered:
+     * copying into registered segments costs a memcpy of one datagram
+     * (tens of ns against microseconds of sending) and no registration */
+    caps->gathers = info->tx_attr->iov_limit >= 2 && !caps->needs_mr;
+    /* protection none trusts the fabric entirely: no origin check, and no
+     * source lookup per receive either */
+    caps->reports_source = 0 != (info->caps & FI_SOURCE) && OPAL_BTL_USNIC_PROTECT_NONE != c->protection;
+    caps->inject_size = info->tx_attr->inject_size;
+    opal_btl_usnic_verbose(5, "%s: datagrams up to %zu bytes are sent by fi_inject", module->domain_name,
+                           caps->inject_size);
+    opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
+                           caps->gathers      ? "PUT segments are sent from the source buffer (gather send)"
+                           : caps->needs_mr   ? "PUT segments are copied into registered memory"
+                                              : "the provider cannot gather: PUT segments are copied");
+    opal_btl_usnic_verbose(5, "%s: %s", module->domain_name,
+                           caps->needs_mr ? "the provider needs registered memory (FI_MR_LOCAL): segment "
+                                            "and receive buffers are registered once per slab"
+                                          : "the provider needs no memory registration");
+    return OPAL_SUCCESS;
+}
+
+/* fabric, domain and AV of the module's interface; the usnic extension
+ * refines the interface facts as soon as the fabric is open */
+static int open_domain(opal_btl_usnic_module_t *module, const struct fi_info *info)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    int rc;
+    if (0 != (rc = fi_fabric(info->fabric_attr, &ofi->fabric, NULL))) {
+        show_fi_error(module, "fi_fabric", rc);
+        return OPAL_ERROR;
+    }
+    opal_btl_usnic_ext_refine(module, ofi->fabric, ofi->info, NULL); /* netmask, link speed, if name */
+    if (0 != (rc = fi_domain(ofi->fabric, ofi->info, &ofi->domain, NULL))) {
+        show_fi_error(module, "fi_domain", rc);
+        return OPAL_ERROR;
+    }
+    struct fi_av_attr av_attr = {.type = FI_AV_MAP};
+    if (0 != (rc = fi_av_open(ofi->domain, &av_attr, &ofi->av, NULL))) {
+        show_fi_error(module, "fi_av_open", rc);
+        return OPAL_ERROR;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int ofi_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+{
+    int rc;
+    module->ofi = (opal_btl_usnic_ofi_state_t *) calloc(1, sizeof(*module->ofi));
+    if (NULL == module->ofi) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    module->ofi->info = fi_dupinfo(info);
+    if (NULL == module->ofi->info) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    if (OPAL_SUCCESS != (rc = ofi_sizes(module, info))) {
+        return rc;
+    }
+    if (OPAL_SUCCESS != (rc = open_domain(module, info))) {
+        return rc;
+    }
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (OPAL_SUCCESS != (rc = channel_open(module, c))) {
+            return rc;
+        }
+    }
+    module->caps.rx_capacity = rx_capacity(module);
+    return OPAL_SUCCESS;
+}
+
+/* Nothing is held back on this wire */
+static void ofi_quiesce(opal_btl_usnic_module_t *module)
+{
+    (void) module;
+}
+
+static void ofi_close(opal_btl_usnic_module_t *module)
+{
+    if (NULL == module->ofi) {
+        return;
+    }
+    for (int c = OPAL_BTL_USNIC_NUM_CHANNELS - 1; c >= 0; --c) {
+        channel_close(&module->ofi->chan[c]);
+    }
+}
+
+static void ofi_fini(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_ofi_state_t *ofi = module->ofi;
+    if (NULL == ofi) {
+        return;
+    }
+    if (NULL != ofi->av) {
+        fi_close(&ofi->av->fid);
+    }
+    if (NULL != ofi->domain) {
+        fi_close(&ofi->domain->fid);
+    }
+    if (NULL != ofi->fabric) {
+        fi_close(&ofi->fabric->fid);
+    }
+    fi_freeinfo(ofi->info);
+    free(ofi);
+    module->ofi = NULL;
+}
+
+const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
+    .name = "ofi",
+    .open = ofi_open,
+    .add_peer = ofi_add_peer,
+    .del_peer = ofi_del_peer,
+    .post = ofi_post,
+    .post_wait = ofi_post_wait,
+    .progress = ofi_progress,
+    .progress_fast = ofi_progress_fast,
+    .drain = ofi_drain,
+    .quiesce = ofi_quiesce,
+    .close = ofi_close,
+    .fini = ofi_fini,
+    .mem_reg = ofi_mem_reg,
+    .mem_unreg = ofi_mem_unreg,
+};

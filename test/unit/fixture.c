@@ -497,10 +497,10 @@ size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq)
     return fx_build_ack_credit(buf, sender, ack_seq, UINT16_MAX);
 }
 
-/* ----- module glue (mirrors btl_usnic_module.c) ----- */
+/* ----- module glue (mirrors btl_usnic_btl.c) ----- */
 
 /* The descriptor glue is the engine's own (opal_btl_usnic_frag_alloc,
- * _submit, _submit_owned, _free), exactly what btl_usnic_module.c calls;
+ * _submit, _submit_owned, _free), exactly what btl_usnic_btl.c calls;
  * only prepare_src is mirrored, because the module's goes through an
  * Open MPI convertor. */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags)

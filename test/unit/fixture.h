@@ -18,7 +18,7 @@
  * "checked in" and counts inconsistent calls, but never computes or fires
  * a deadline.
  *
- * The small glue of btl_usnic_module.c (alloc, send, sendi, free,
+ * The small glue of btl_usnic_btl.c (alloc, send, sendi, free,
  * prepare_src) is mirrored here, because the module itself needs a live
  * Open MPI.
  *

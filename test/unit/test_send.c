@@ -1,7 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The send path (btl_usnic_send.c), driven the way btl_usnic_module.c
+ * The send path (btl_usnic_send.c), driven the way btl_usnic_btl.c
  * drives it: small fragments through the queue and the fast path, large
  * fragments cut into chunks, the window closing and reopening,
  * back-pressure from the provider, hard errors, and PML callbacks made

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <time.h>
 #include <rdma/fabric.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
 
 #include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"

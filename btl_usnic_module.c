@@ -114,8 +114,6 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now
     opal_btl_usnic_engine_set_time(&module->eng, now);
     int count = module->transport->progress(module);
     count += opal_btl_usnic_engine_progress(&module->eng);
-    /* sends complete synchronously on socket providers: reap them now so
-     * the credits are back for the next pass */
     return count;
 }
 

@@ -168,9 +168,15 @@ static void ofi_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
                           opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->ofi->chan[channel];
-    while (-FI_EAGAIN == seg_send(module, chan, seg, ep->peer_addr[channel])) {
+    ssize_t rc;
+    while (-FI_EAGAIN == (rc = seg_send(module, chan, seg, ep->peer_addr[channel]))) {
         struct fi_cq_msg_entry comp; /* reading no entry lets a socket provider progress */
         (void) fi_cq_read(chan->cq, &comp, 0);
+    }
+    if (0 != rc) {
+        /* it never left and no completion will come: release it as if sent
+         * (its credit comes back; retransmission covers the data) */
+        opal_btl_usnic_seg_send_complete(&module->eng, seg);
     }
 }
 

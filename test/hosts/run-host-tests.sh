@@ -151,8 +151,16 @@ mpi_case() {
 
 log=$LOG_DIR/launch.log
 run_head "$log" 60 -np "$HOSTS_COUNT" hostname
-got=$(sort "$log" | tr '\n' ' ')
+# PRRTE (Open MPI 5) sometimes reports, after the job, that its output
+# forwarding addressed a daemon already gone ("contact information is
+# unknown", iof_hnp.c): a launcher race at job end, seen with hostname
+# alone.  That line is shown, not compared; any other stray line fails.
+prrte_iof_race='PRTE ERROR: A message is attempting to be sent to a process whose contact information is unknown'
+got=$(grep -v "$prrte_iof_race" "$log" | sort | tr '\n' ' ')
 want=$(printf '%s\n' "${HOSTS[@]}" | sort | tr '\n' ' ')
+if grep -q "$prrte_iof_race" "$log"; then
+    echo "note: PRRTE's job-end output-forwarding race was reported (not counted): $(grep -m1 "$prrte_iof_race" "$log")"
+fi
 if [ "$RC" -eq 0 ] && [ "$got" = "$want" ]; then
     ok "launch: one rank per namespace, hostnames $got(${SECS}s)"
 else

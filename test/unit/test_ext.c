@@ -305,12 +305,8 @@ static void test_enosys_not_available(void)
     fake_fabric_t ff;
     fake_init(&ff);
     ff.prov.ops_open_rc = -FI_ENOSYS;
-    opal_btl_usnic_if_facts_t f;
-    sentinel(&f);
-    CHECK_EQ(opal_btl_usnic_ext_query(&ff.fabric, &f), OPAL_ERR_NOT_AVAILABLE);
+    query_refused(&ff, 0);
     CHECK_EQ(ff.prov.ops_open_calls, 1);
-    CHECK_EQ(ff.prov.getinfo_calls, 0);
-    CHECK(is_sentinel(&f));
 }
 
 /* ops_open "succeeds" but hands out no table */
@@ -319,11 +315,7 @@ static void test_no_table_not_available(void)
     fake_fabric_t ff;
     fake_init(&ff);
     ff.prov.hand_out_ops = false;
-    opal_btl_usnic_if_facts_t f;
-    sentinel(&f);
-    CHECK_EQ(opal_btl_usnic_ext_query(&ff.fabric, &f), OPAL_ERR_NOT_AVAILABLE);
-    CHECK_EQ(ff.prov.getinfo_calls, 0);
-    CHECK(is_sentinel(&f));
+    query_refused(&ff, 0);
 }
 
 /* A table whose size does not reach getinfo is not called */
@@ -384,10 +376,7 @@ static void test_empty_reply_not_available(void)
     fake_init(&ff);
     memset(&ff.prov.reply, 0, sizeof(ff.prov.reply));
     ff.prov.reply.ui_num_vf = 8; /* not one of ours */
-    opal_btl_usnic_if_facts_t f;
-    sentinel(&f);
-    CHECK_EQ(opal_btl_usnic_ext_query(&ff.fabric, &f), OPAL_ERR_NOT_AVAILABLE);
-    CHECK(is_sentinel(&f));
+    query_refused(&ff, 1);
 }
 
 /* A name filling all IFNAMSIZ bytes without a NUL is cut there */

@@ -28,6 +28,13 @@ BEGIN_C_DECLS
 
 #define OPAL_BTL_USNIC_MAX_PROVIDER_NAME 32
 
+/* btl_usnic_wire: which transport a module runs (btl_usnic_wire.h) */
+typedef enum {
+    OPAL_BTL_USNIC_WIRE_AUTO = 0,   /* the socket wire on kernel interfaces (provider udp), else ofi */
+    OPAL_BTL_USNIC_WIRE_OFI = 1,    /* libfabric */
+    OPAL_BTL_USNIC_WIRE_SOCKET = 2, /* kernel UDP sockets with GSO/GRO */
+} opal_btl_usnic_wire_kind_t;
+
 /* What a module publishes in the modex, one per module.  Fixed-size
  * fields, little-endian, so heterogeneous builds read the same bytes. */
 typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
@@ -48,9 +55,18 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* senders derive their key toward us from it */
     uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];   /* who we are when we send (random) */
     uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* the connectivity agents' key (rank 0's is the job's) */
+    uint8_t wire;               /* opal_btl_usnic_wire_kind_t the module runs (both put the same
+                                   datagrams on the network; for messages and statistics) */
+    uint8_t wire_flags;         /* OPAL_BTL_USNIC_WIRE_FLAG_*: what its wire does, for messages */
+    uint16_t reserved;
 } opal_btl_usnic_modex_t;
 
+#define OPAL_BTL_USNIC_WIRE_FLAG_GSO 0x01 /* sends batches with UDP segmentation offload */
+#define OPAL_BTL_USNIC_WIRE_FLAG_GRO 0x02 /* receives coalesced batches (UDP_GRO) */
+
+
 struct opal_btl_usnic_ofi_state;
+struct opal_btl_usnic_sock_state;
 struct opal_btl_usnic_inject_state;
 
 typedef struct opal_btl_usnic_module_t {
@@ -71,11 +87,14 @@ typedef struct opal_btl_usnic_module_t {
      * can do (filled by its open).  Each wire keeps its state behind its
      * own pointer, which only its file may follow: libfabric's fabric,
      * domain, AV, endpoints, CQs, receive buffers and registrations are
-     * btl_usnic_wire_ofi.c's alone; the fault injector's (NULL when off)
+     * btl_usnic_wire_ofi.c's alone; the kernel sockets of the socket wire
+     * btl_usnic_wire_sock.c's; the fault injector's (NULL when off)
      * btl_usnic_inject.c's. */
     const opal_btl_usnic_transport_t *transport;
     opal_btl_usnic_transport_caps_t caps;
+    uint8_t wire_flags;         /* OPAL_BTL_USNIC_WIRE_FLAG_* (published in the modex) */
     struct opal_btl_usnic_ofi_state *ofi;
+    struct opal_btl_usnic_sock_state *sock;
     struct opal_btl_usnic_inject_state *inject;
 
     opal_btl_usnic_modex_t local_modex;
@@ -114,6 +133,13 @@ typedef struct opal_btl_usnic_component_t {
     int stats;                  /* seconds between statistics lines, 0 = off */
     int verbose;
     int link_speed_default;     /* Mbps when the interface does not say */
+    char *wire_name;            /* btl_usnic_wire */
+    int wire;                   /* opal_btl_usnic_wire_kind_t */
+    int max_datagram;           /* bytes of our largest datagram; 0 = what the path allows */
+    bool sock_gso;              /* socket wire: send batches with UDP_SEGMENT where it works */
+    bool sock_gro;              /* socket wire: receive coalesced batches (UDP_GRO) */
+    int sock_rcvbuf;            /* socket wire: bytes of kernel receive buffer asked for (data channel) */
+    int sock_sndbuf;            /* socket wire: bytes of kernel send buffer asked for */
     char *connectivity_map;     /* file name prefix, or NULL/"" for none */
     FILE *map_file;             /* opened at the first peer */
     char *inject_faults;        /* testing only: "dup=N,reorder=M" */
@@ -295,6 +321,12 @@ int opal_btl_usnic_if_mtu(const char *ifname);
 size_t opal_btl_usnic_datagram_mtu(size_t max_msg_size, size_t prefix, int if_mtu);
 /* Below this a module is not worth having: a chunk header and some payload */
 #define OPAL_BTL_USNIC_MIN_MTU 256
+/* |mtu| within btl_usnic_max_datagram (0: no cap) */
+static inline size_t opal_btl_usnic_datagram_cap(size_t mtu)
+{
+    int cap = mca_btl_usnic_component.max_datagram;
+    return (cap > 0 && (size_t) cap < mtu) ? (size_t) cap : mtu;
+}
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
 long opal_btl_usnic_kernel_rmem_default(void);
 /* Our UDP socket bound to |ipv4|:|port| (network order address, host

@@ -307,7 +307,7 @@ static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
             break;
         }
         opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
-        if (seg_overdue(eng, ep, seg)) {
+        if (NULL != seg && !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) && seg_overdue(eng, ep, seg)) {
             retransmit_now(eng, ep, seg);
             OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
         }
@@ -324,6 +324,44 @@ static uint16_t sack_bits(const opal_btl_usnic_endpoint_t *ep)
         }
     }
     return bits;
+}
+
+/* The in-flight segment |pos| places after acked_seq + 1 */
+static opal_btl_usnic_send_seg_t *seg_at(const opal_btl_usnic_endpoint_t *ep, uint32_t pos)
+{
+    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
+}
+
+void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                     const opal_btl_usnic_sack_range_t *ranges, unsigned n)
+{
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    uint32_t top = 0; /* one past the highest position the peer holds */
+    for (unsigned i = 0; i < n && i < OPAL_BTL_USNIC_SACK_RANGES; ++i) {
+        uint32_t start = (uint32_t) opal_btl_usnic_host16(ranges[i].start) + 1; /* ack_seq + 1 is the hole */
+        uint32_t end = start + opal_btl_usnic_host16(ranges[i].len);
+        if (end > in_flight) {
+            end = in_flight; /* claims beyond what we sent: nothing to learn */
+        }
+        for (uint32_t pos = start; pos < end; ++pos) {
+            opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+            if (NULL != seg) {
+                seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_SACKED;
+            }
+        }
+        if (end > top) {
+            top = end;
+        }
+    }
+    /* every segment below the highest held one that the peer lacks is
+     * lost once it waited a round trip: a lost batch goes again as one */
+    for (uint32_t pos = 0; pos < top; ++pos) {
+        opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+        if (NULL != seg && !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) && seg_overdue(eng, ep, seg)) {
+            retransmit_now(eng, ep, seg);
+            OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
+        }
+    }
 }
 
 static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -499,6 +537,30 @@ void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, cons
     }
 }
 
+/* The oldest segment |oldest| timed out: the segments after it that were
+ * sent no later (its batch: a coalesced run is lost as one, and the
+ * kernel drops a batch whole) are as overdue, and go with it as one
+ * batch, skipping what the peer reported held; at most a batch in all.
+ * A wire without batches resends the oldest alone (a whole window resent
+ * per timeout would repeat in lockstep with periodic loss). */
+static void retransmit_run(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                           const opal_btl_usnic_send_seg_t *oldest)
+{
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    uint32_t budget = eng->p.batch_segs;
+    for (uint32_t pos = 1; pos < in_flight && pos < budget; ++pos) {
+        opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+        if (NULL == seg || seg->sent_time > oldest->sent_time) {
+            break;
+        }
+        if (!(seg->flags & (OPAL_BTL_USNIC_SEG_FLAG_SACKED | OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND))) {
+            retransmit_now(eng, ep, seg);
+            seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT;
+            OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
+        }
+    }
+}
+
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
 static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
@@ -514,6 +576,7 @@ static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         }
         opal_btl_usnic_retrans_expired(eng, seg);
+        retransmit_run(eng, ep, seg);
     }
     /* queued for resend: its timer is re-armed when it is reposted */
     return peer_deadline;
@@ -672,6 +735,37 @@ void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
 }
 
+/* The selective-ACK ranges of an explicit ACK to |ep|: runs of what we
+ * hold between next_expected + 1 and the highest segment accepted.
+ * Returns how many (ranges beyond the last fitting one are left out:
+ * their holes wait for the next ACK). */
+static unsigned sack_ranges(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sack_range_t *ranges)
+{
+    if (!opal_btl_usnic_seq_gt(ep->rx.highest, ep->rx.next_expected)) {
+        return 0; /* nothing beyond the first hole */
+    }
+    uint32_t limit = (uint32_t) (ep->rx.highest - ep->rx.next_expected);
+    if (limit >= ep->window) {
+        limit = ep->window - 1;
+    }
+    unsigned n = 0;
+    uint32_t i = 1;
+    while (i <= limit && n < OPAL_BTL_USNIC_SACK_RANGES) {
+        if (!ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+            ++i;
+            continue;
+        }
+        uint32_t start = i;
+        while (i <= limit && ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+            ++i;
+        }
+        ranges[n].start = opal_btl_usnic_wire16((uint16_t) (start - 1));
+        ranges[n].len = opal_btl_usnic_wire16((uint16_t) (i - start));
+        ++n;
+    }
+    return n;
+}
+
 /* Post one explicit ACK to |ep|, with |flags| added (BYE).  Returns
  * OPAL_SUCCESS or the post error. */
 static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
@@ -681,10 +775,14 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
     opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
-    opal_btl_usnic_hdr_fill(eng, seg->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
-    opal_btl_usnic_ack_stamp(eng, ep, seg->hdr);
-    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
-    seg->wire_len = sizeof(opal_btl_usnic_hdr_t);
+    opal_btl_usnic_ack_hdr_t *ah = (opal_btl_usnic_ack_hdr_t *) seg->hdr;
+    opal_btl_usnic_hdr_fill(eng, &ah->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
+    opal_btl_usnic_ack_stamp(eng, ep, &ah->hdr);
+    ah->hdr.flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
+    memset(ah->reserved, 0, sizeof(ah->reserved));
+    memset(ah->range, 0, sizeof(ah->range));
+    ah->nranges = (uint8_t) sack_ranges(ep, ah->range);
+    seg->wire_len = sizeof(*ah);
     seg->ep = ep;
     int rc = opal_btl_usnic_post_unacked(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
     if (OPAL_SUCCESS != rc) {

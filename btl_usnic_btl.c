@@ -129,10 +129,9 @@ static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_end
     opal_btl_usnic_engine_t *eng = &usnic_module(btl)->eng;
     opal_btl_usnic_engine_set_time(eng, opal_btl_usnic_clock_usec());
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
-    bool chunked = OPAL_BTL_USNIC_FRAG_LARGE == frag->kind; /* read first: a failed send may free it */
     int rc = opal_btl_usnic_frag_submit(ep, frag, tag);
-    if (0 == rc && chunked) {
-        (void) opal_btl_usnic_engine_send_now(eng); /* its chunks leave now */
+    if (0 == rc) {
+        (void) opal_btl_usnic_engine_send_now(eng); /* queued (chunks, or too big to go fast): leave now */
     }
     OPAL_BTL_USNIC_UNLOCK();
     return rc;

@@ -122,6 +122,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     memset(&ep->rx.replay, 0, sizeof(ep->rx.replay));
     ep->tx.peer_credit = window; /* until the receiver's first grant */
     ep->rx.next_expected = peer_isn;
+    ep->rx.highest = peer_isn - 1;
     ep->rx.last_ack_sent = peer_isn - 1;
     ep->rx.prev_ack_sent = peer_isn - 1;
     return OPAL_SUCCESS;

@@ -13,6 +13,7 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic_auth.h"
+#include "btl_usnic_batch.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_seq.h"
 
@@ -23,7 +24,8 @@ typedef struct mca_btl_base_endpoint_t {
     struct opal_btl_usnic_engine_t *eng;
     opal_proc_t *proc;                   /* NULL in engine tests */
     uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
-    uint64_t peer_addr[2];               /* provider address per channel */
+    uint64_t peer_addr[2];               /* the wire's address of the peer, per channel */
+    opal_btl_usnic_gso_path_t gso;       /* socket wire: what it learned of the path's offload */
     bool failed;                         /* unreachable: fail all sends */
     bool departed;                       /* said goodbye (BYE): finalized, takes nothing more */
 
@@ -74,6 +76,8 @@ typedef struct mca_btl_base_endpoint_t {
      * been handed over once next_expected passed it. */
     struct {
         opal_btl_usnic_seq_t next_expected;
+        opal_btl_usnic_seq_t highest;    /* highest sequence number accepted (the end of what the
+                                            selective-ACK ranges must describe) */
         uint8_t *rcvd;
         opal_btl_usnic_rx_frag_t *frags; /* reassembly slots, [window] */
         opal_btl_usnic_held_t *held;     /* complete fragments waiting for earlier ones, by seq */

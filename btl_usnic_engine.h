@@ -64,6 +64,15 @@ typedef struct opal_btl_usnic_wire_ops_t {
                     uint8_t tag, void *data, size_t len);
     /* Tell the owner that |ep| stopped being reachable (hard post error). */
     void (*peer_failed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc);
+    /**
+     * Send what post held back.  A wire that batches (params.batch_segs
+     * > 1: the socket wire cuts the data segments posted to one peer in a
+     * row into one segmentation-offload send) may keep a data-channel
+     * segment until then; the engine flushes at the end of every entry
+     * that posts on the data channel (engine_progress, engine_send_now,
+     * resend_away).  Completions of what leaves come as usual.
+     */
+    void (*flush)(struct opal_btl_usnic_engine_t *eng);
 } opal_btl_usnic_wire_ops_t;
 
 typedef struct opal_btl_usnic_engine_params_t {
@@ -89,6 +98,9 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint32_t rx_capacity;         /* datagrams our receive side holds between two progress passes
                                      (kernel socket buffer, or posted buffers on OS-bypass NICs);
                                      0 = unknown: grant every peer its whole window */
+    uint32_t batch_segs;          /* data segments the wire sends to one peer as one batch (one
+                                     segmentation-offload send); the send progression gives each
+                                     endpoint up to this many in a row.  0 or 1: no batches */
 } opal_btl_usnic_engine_params_t;
 
 typedef struct opal_btl_usnic_engine_t {
@@ -366,6 +378,16 @@ void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usni
 bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                     opal_btl_usnic_seq_t ack_seq, uint32_t credit, uint16_t sack,
                                     bool reports_arrival);
+
+/**
+ * The selective-ACK ranges of an explicit ACK from |ep| whose cumulative
+ * ACK was just taken (opal_btl_usnic_handle_ack_info returned true):
+ * marks the segments the peer holds (never resent), and resends at once
+ * every one below the highest held that the peer lacks and that waited a
+ * round trip.  Ranges beyond what was sent are ignored.
+ */
+void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                     const opal_btl_usnic_sack_range_t *ranges, unsigned n);
 
 /* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival and
  * grants the whole window */

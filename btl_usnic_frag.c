@@ -90,7 +90,7 @@ static int chunk_seg_init(opal_free_list_item_t *item, void *ctx)
 static int ack_seg_init(opal_free_list_item_t *item, void *ctx)
 {
     opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
-    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, sizeof(opal_btl_usnic_hdr_t),
+    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, sizeof(opal_btl_usnic_ack_hdr_t),
                              OPAL_BTL_USNIC_SEG_ACK);
 }
 

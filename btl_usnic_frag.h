@@ -51,6 +51,8 @@ enum {
 #define OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND 0x08 /* on the engine's resend list */
 #define OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW 0x10 /* holds a sequence number awaiting ACK */
 #define OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT 0x20 /* queued for resend by its retransmit timer */
+#define OPAL_BTL_USNIC_SEG_FLAG_SACKED    0x40 /* the peer reported it held (a selective ACK): never resent,
+                                                  though only the cumulative ACK releases it */
 
 /* Room for the provider's per-operation context (struct fi_context2) */
 #define OPAL_BTL_USNIC_WIRE_CTX_WORDS 8

@@ -155,6 +155,11 @@ static int inject_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_
     return rc;
 }
 
+static void inject_flush(opal_btl_usnic_module_t *module)
+{
+    module->inject->inner->flush(module);
+}
+
 static void inject_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg, int channel)
 {
@@ -221,6 +226,7 @@ static const opal_btl_usnic_transport_t inject_transport = {
     .add_peer = inject_add_peer,
     .del_peer = inject_del_peer,
     .post = inject_post,
+    .flush = inject_flush,
     .post_wait = inject_post_wait,
     .progress = inject_progress,
     .progress_fast = inject_progress_fast,

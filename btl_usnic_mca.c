@@ -225,6 +225,60 @@ int opal_btl_usnic_component_register_params(void)
     ok &= reg_int("link_speed", "Link speed (Mbps) assumed when the interface does not report one", 10000, 1,
                   1000000, OPAL_INFO_LVL_5, &c->link_speed_default);
 
+    reg_string("wire",
+               "Transport under the reliability engine: \"socket\" = kernel UDP sockets, sending runs of "
+               "datagrams to one peer as one segmentation-offload send (UDP_SEGMENT) and reading coalesced runs "
+               "(UDP_GRO) where the kernel and the path allow it (else sendmmsg), with datagrams as large as the "
+               "interface MTU; \"ofi\" = libfabric's datagram endpoints of the provider (at most 1472 bytes a "
+               "datagram on udp); \"auto\" = socket on interfaces of the udp provider (libfabric's udp is kernel "
+               "sockets too), ofi on others (usnic hardware).  Both put the same datagrams on the network, so "
+               "processes may differ; a pair uses the smaller of their datagram sizes",
+               "auto", OPAL_INFO_LVL_3, &c->wire_name);
+    if (is_set(c->wire_name) && 0 == strcmp(c->wire_name, "auto")) {
+        c->wire = OPAL_BTL_USNIC_WIRE_AUTO;
+    } else if (is_set(c->wire_name) && 0 == strcmp(c->wire_name, "ofi")) {
+        c->wire = OPAL_BTL_USNIC_WIRE_OFI;
+    } else if (is_set(c->wire_name) && 0 == strcmp(c->wire_name, "socket")) {
+        c->wire = OPAL_BTL_USNIC_WIRE_SOCKET;
+    } else {
+        note_bad_param("wire", is_set(c->wire_name) ? c->wire_name : "(empty)", "auto, ofi or socket");
+        ok = false;
+    }
+    ok &= reg_int("max_datagram",
+                  "Largest datagram (bytes, our header included) on the data channel; 0 = as large as the wire and "
+                  "the interface MTU allow (the socket wire: MTU - 28, at most 65507; ofi on udp: 1472).  Peers use "
+                  "the smaller of their two values",
+                  0, 0, 65507, OPAL_INFO_LVL_5, &c->max_datagram);
+    if (0 != c->max_datagram && c->max_datagram < OPAL_BTL_USNIC_MIN_MTU) {
+        char value[32];
+        snprintf(value, sizeof(value), "%d", c->max_datagram);
+        note_bad_param("max_datagram", value, "0, or 256 to 65507");
+        ok = false;
+    }
+    c->sock_gso = true;
+    (void) mca_base_component_var_register(
+        &c->super.btl_version, "sock_gso",
+        "Socket wire: send runs of datagrams to one peer as one UDP_SEGMENT send (segmentation offload; kernel "
+        ">= 4.18).  Support is probed per interface at start and per peer at the first such send; a path where "
+        "it fails falls back (a smaller run, then sendmmsg), counted as gso_fallbacks.  false = sendmmsg only",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->sock_gso);
+    c->sock_gro = true;
+    (void) mca_base_component_var_register(
+        &c->super.btl_version, "sock_gro",
+        "Socket wire: let the kernel coalesce runs of datagrams from one peer into one receive (UDP_GRO; "
+        "kernel >= 5.0).  false = one datagram per receive",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->sock_gro);
+    ok &= reg_int("sock_rcvbuf",
+                  "Socket wire: bytes of kernel receive buffer asked for on the data channel (the priority "
+                  "channel asks for a quarter, at least 256 KiB).  Privileged processes get it (SO_RCVBUFFORCE); "
+                  "others at most net.core.rmem_max.  What was granted is reported at verbose level 5 and sizes "
+                  "the window and the receiver's grants",
+                  4 << 20, 65536, 1 << 30, OPAL_INFO_LVL_5, &c->sock_rcvbuf);
+    ok &= reg_int("sock_sndbuf",
+                  "Socket wire: bytes of kernel send buffer asked for (SO_SNDBUFFORCE if privileged, else at most "
+                  "net.core.wmem_max); a send that finds it full waits for the next progress pass",
+                  4 << 20, 65536, 1 << 30, OPAL_INFO_LVL_5, &c->sock_sndbuf);
+
     if (is_set(c->if_include) && is_set(c->if_exclude)) {
         note_bad_param("if_include / btl_usnic_if_exclude", "both set",
                        "one of them: they are mutually exclusive");

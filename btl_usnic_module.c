@@ -93,12 +93,19 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     }
 }
 
+static void wire_flush(opal_btl_usnic_engine_t *eng)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    module->transport->flush(module);
+}
+
 static const opal_btl_usnic_wire_ops_t engine_wire = {
     .post = wire_post,
     .timer_arm = wire_timer_arm,
     .timer_disarm = wire_timer_disarm,
     .deliver = wire_deliver,
     .peer_failed = wire_peer_failed,
+    .flush = wire_flush,
 };
 
 /* ===================== progress ===================== */
@@ -186,6 +193,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rx_capacity = module->caps.rx_capacity,
         .gather_send = module->caps.gathers,
         .mem = module->caps.needs_mr ? &module->mem_ops : NULL,
+        .batch_segs = module->caps.max_batch,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
@@ -215,6 +223,37 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     memcpy(m->recv_key, module->recv_key, sizeof(m->recv_key));
     memcpy(m->node_id, module->node_id, sizeof(m->node_id));
     memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
+    m->wire = (uint8_t) (&opal_btl_usnic_wire_sock == module->transport ? OPAL_BTL_USNIC_WIRE_SOCKET
+                                                                         : OPAL_BTL_USNIC_WIRE_OFI);
+    m->wire_flags = module->wire_flags;
+}
+
+/* btl_usnic_wire: the transport of a module on the interface |info|
+ * describes.  auto takes the socket wire where the provider is udp
+ * (libfabric's udp is kernel sockets itself: nothing is lost, and the
+ * socket wire sends large datagrams and batches) and where a socket can
+ * be had; ofi elsewhere (usnic hardware). */
+static const opal_btl_usnic_transport_t *choose_transport(const opal_btl_usnic_module_t *module)
+{
+    switch (mca_btl_usnic_component.wire) {
+    case OPAL_BTL_USNIC_WIRE_OFI:
+        return &opal_btl_usnic_wire_ofi;
+    case OPAL_BTL_USNIC_WIRE_SOCKET:
+        return &opal_btl_usnic_wire_sock;
+    default:
+        break;
+    }
+    if (0 != strcmp(module->provider, "udp")) {
+        opal_btl_usnic_verbose(5, "%s: provider %s: the ofi wire (btl_usnic_wire auto)", module->if_name,
+                               module->provider);
+        return &opal_btl_usnic_wire_ofi;
+    }
+    char why[128];
+    if (!opal_btl_usnic_wire_sock_usable(module->ipv4, why, sizeof(why))) {
+        opal_btl_usnic_verbose(5, "%s: the socket wire cannot run (%s): the ofi wire", module->if_name, why);
+        return &opal_btl_usnic_wire_ofi;
+    }
+    return &opal_btl_usnic_wire_sock;
 }
 
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)
@@ -225,10 +264,11 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (OPAL_SUCCESS != opal_hash_table_init(&module->other_job_peers, 32)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module->transport = &opal_btl_usnic_wire_ofi;
+    module->transport = choose_transport(module);
     if (OPAL_SUCCESS != (rc = module->transport->open(module, info))) {
         return rc;
     }
+    opal_btl_usnic_verbose(5, "%s: %s wire", module->if_name, module->transport->name);
     /* Largest fragment: the module template's values as the user set them */
     if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;

@@ -56,10 +56,22 @@
  *  |                  offset of this chunk                         |
  *  +---------------+---------------+---------------+---------------+
  *
+ *  ACK segments only (explicit ACKs), after the common header:
+ *  +---------------+---------------+---------------+---------------+
+ *  |   nranges     |                 reserved (0)                  |
+ *  +---------------+---------------+---------------+---------------+
+ *  |  range start (segments after  |  range length (segments held) |
+ *  |  ack_seq + 1)                 |                               |
+ *  +---------------+---------------+---------------+---------------+
+ *  |   ... OPAL_BTL_USNIC_SACK_RANGES ranges in all, nranges used  |
+ *  +---------------+---------------+---------------+---------------+
+ *
  * Version 2 replaced version 1's job cookie (computable by anyone who
  * knows the job id) with the nonce and the tag; version 3 widened the
  * sender id (a vpid, unique only inside one job) to the process name, so
- * that spawned and connected jobs can share a receiver.
+ * that spawned and connected jobs can share a receiver; version 4 gave
+ * explicit ACKs selective-ACK ranges (the 16 bits of the common header
+ * cannot describe a lost batch of 44 datagrams).
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -69,7 +81,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    3
+#define OPAL_BTL_USNIC_PROTO_VERSION    4
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
@@ -136,7 +148,26 @@ typedef struct __attribute__((packed)) opal_btl_usnic_put_hdr_t {
     uint64_t addr;      /* target address of the first payload byte */
 } opal_btl_usnic_put_hdr_t;
 
+/* Selective-ACK ranges of an explicit ACK: runs of segments the receiver
+ * holds beyond the first one it lacks (ack_seq + 1), lowest first.  A
+ * range covers ack_seq + 2 + start ... ack_seq + 1 + start + len.  Advice
+ * only: the cumulative ack_seq alone releases anything. */
+#define OPAL_BTL_USNIC_SACK_RANGES 8
+
+typedef struct __attribute__((packed)) opal_btl_usnic_sack_range_t {
+    uint16_t start;
+    uint16_t len;
+} opal_btl_usnic_sack_range_t;
+
+typedef struct __attribute__((packed)) opal_btl_usnic_ack_hdr_t {
+    opal_btl_usnic_hdr_t hdr;
+    uint8_t nranges;    /* ranges in use, at most OPAL_BTL_USNIC_SACK_RANGES */
+    uint8_t reserved[3];
+    opal_btl_usnic_sack_range_t range[OPAL_BTL_USNIC_SACK_RANGES];
+} opal_btl_usnic_ack_hdr_t;
+
 _Static_assert(sizeof(opal_btl_usnic_hdr_t) == 52, "wire header size");
+_Static_assert(sizeof(opal_btl_usnic_ack_hdr_t) == 88, "ack header size");
 _Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 72, "put header size");
 _Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 64, "chunk header size");
 
@@ -170,6 +201,7 @@ static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
     X(REPLAY,      "an authentic datagram taken before (or too old to tell)") \
     X(BAD_CHUNK,   "chunk offset or size out of range") \
     X(BAD_PUT,     "PUT outside a live registered region") \
+    X(BAD_SACK,    "ACK with more selective-ACK ranges than it holds") \
     X(DEPARTED,    "from a peer that said it left (a late copy)")
 
 enum {
@@ -187,8 +219,8 @@ static inline size_t opal_btl_usnic_hdr_len(unsigned type)
     switch (type) {
     case OPAL_BTL_USNIC_PKT_CHUNK: return sizeof(opal_btl_usnic_chunk_hdr_t);
     case OPAL_BTL_USNIC_PKT_PUT: return sizeof(opal_btl_usnic_put_hdr_t);
-    case OPAL_BTL_USNIC_PKT_FRAG:
-    case OPAL_BTL_USNIC_PKT_ACK: return sizeof(opal_btl_usnic_hdr_t);
+    case OPAL_BTL_USNIC_PKT_ACK: return sizeof(opal_btl_usnic_ack_hdr_t);
+    case OPAL_BTL_USNIC_PKT_FRAG: return sizeof(opal_btl_usnic_hdr_t);
     default: return 0;
     }
 }
@@ -216,7 +248,12 @@ static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len)
     size_t payload = opal_btl_usnic_host16(hdr->payload_len);
     switch (hdr->type) {
     case OPAL_BTL_USNIC_PKT_ACK:
-        return (0 == payload) ? OPAL_BTL_USNIC_VALID : 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+        if (0 != payload || len < sizeof(opal_btl_usnic_ack_hdr_t)) {
+            return 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+        }
+        return (((const opal_btl_usnic_ack_hdr_t *) buf)->nranges <= OPAL_BTL_USNIC_SACK_RANGES)
+                   ? OPAL_BTL_USNIC_VALID
+                   : 1 + OPAL_BTL_USNIC_DROP_BAD_SACK;
     case OPAL_BTL_USNIC_PKT_FRAG:
         return (len >= sizeof(*hdr) + payload) ? OPAL_BTL_USNIC_VALID
                                                  : 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;

@@ -53,6 +53,7 @@ static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
     case OPAL_BTL_USNIC_DROP_UNKNOWN_PEER: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_unknown_peer); break;
     case OPAL_BTL_USNIC_DROP_BAD_CHUNK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_chunk); break;
     case OPAL_BTL_USNIC_DROP_BAD_PUT: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put); break;
+    case OPAL_BTL_USNIC_DROP_BAD_SACK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_sack); break;
     case OPAL_BTL_USNIC_DROP_DEPARTED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_departed); break;
     default: break;
     }
@@ -76,6 +77,9 @@ static void seq_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
 {
     opal_btl_usnic_rx_note_sender(eng, ep);
     ep->rx.rcvd[seq % ep->window] = 1;
+    if (opal_btl_usnic_seq_gt(seq, ep->rx.highest)) {
+        ep->rx.highest = seq;
+    }
     while (ep->rx.rcvd[ep->rx.next_expected % ep->window]) {
         ep->rx.rcvd[ep->rx.next_expected % ep->window] = 0;
         ++ep->rx.next_expected;
@@ -210,21 +214,24 @@ static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_bt
     return datagram_authentic(eng, ep, buf, len) ? ep : NULL;
 }
 
-/* Piggy-backed or explicit ACK information in |hdr| */
-static void take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_hdr_t *hdr)
+/* Piggy-backed or explicit ACK information in |hdr|; returns whether it
+ * was taken (present, and neither stale nor beyond what we sent) */
+static bool take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_hdr_t *hdr)
 {
-    if ((hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) &&
-        opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
-                                       opal_btl_usnic_host16(hdr->credit), opal_btl_usnic_host16(hdr->sack),
-                                       0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW))) {
-        /* the timer reports of an ACK that passed its checks only */
-        if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP) {
-            opal_btl_usnic_premature_timeout(eng, ep);
-        }
-        if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED) {
-            opal_btl_usnic_loss_reported(eng, ep);
-        }
+    if (!(hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK) ||
+        !opal_btl_usnic_handle_ack_info(eng, ep, opal_btl_usnic_host32(hdr->ack_seq),
+                                        opal_btl_usnic_host16(hdr->credit), opal_btl_usnic_host16(hdr->sack),
+                                        0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW))) {
+        return false;
     }
+    /* the timer reports of an ACK that passed its checks only */
+    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP) {
+        opal_btl_usnic_premature_timeout(eng, ep);
+    }
+    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED) {
+        opal_btl_usnic_loss_reported(eng, ep);
+    }
+    return true;
 }
 
 /* An old or duplicate copy of a segment: a PUT must still name a region
@@ -419,7 +426,10 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
         return;
     }
     if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
-        take_ack(eng, ep, hdr);
+        const opal_btl_usnic_ack_hdr_t *ah = (const opal_btl_usnic_ack_hdr_t *) buf;
+        if (take_ack(eng, ep, hdr)) {
+            opal_btl_usnic_sack_ranges_take(eng, ep, ah->range, ah->nranges);
+        }
         if (OPAL_UNLIKELY(hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_BYE)) {
             opal_btl_usnic_peer_departed(eng, ep);
         }

@@ -462,15 +462,29 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     return rc;
 }
 
-/* New segments from ready endpoints, one at a time round-robin. */
+/* Segments an endpoint may post in one turn: a whole batch of the wire
+ * (the datagrams of one segmentation-offload send go to one peer), one
+ * where the wire does not batch */
+static uint32_t send_quantum(const opal_btl_usnic_engine_t *eng)
+{
+    return eng->p.batch_segs > 1 ? eng->p.batch_segs : 1;
+}
+
+/* New segments from ready endpoints, round-robin, up to a quantum each */
 static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
 {
     int posted = 0;
+    uint32_t quantum = send_quantum(eng);
     while (!opal_list_is_empty(&eng->endpoints_with_sends) && have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
         opal_btl_usnic_endpoint_t *ep = ep_from_rts_item(opal_list_get_first(&eng->endpoints_with_sends));
         rts_remove(eng, ep);
-        int rc = endpoint_can_send(ep) ? send_one_from_queue(eng, ep) : OPAL_ERR_WOULD_BLOCK;
-        if (OPAL_SUCCESS == rc) {
+        int rc = OPAL_ERR_WOULD_BLOCK;
+        for (uint32_t turn = 0; turn < quantum && endpoint_can_send(ep) && have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL);
+             ++turn) {
+            rc = send_one_from_queue(eng, ep);
+            if (OPAL_SUCCESS != rc) {
+                break;
+            }
             ++posted;
         }
         if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
@@ -511,11 +525,20 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
     return OPAL_SUCCESS;
 }
 
+/* Retransmissions one pass may post: max_resends_per_iteration, but at
+ * least a whole batch (a lost batch goes again as one) */
+static uint32_t resend_budget(const opal_btl_usnic_engine_t *eng)
+{
+    uint32_t quantum = send_quantum(eng);
+    return eng->p.max_resends_per_iteration > quantum ? eng->p.max_resends_per_iteration : quantum;
+}
+
 static int progress_resends(opal_btl_usnic_engine_t *eng)
 {
     int posted = 0;
+    uint32_t budget = resend_budget(eng);
     opal_list_item_t *item = opal_list_get_first(&eng->resend_segs);
-    while (item != opal_list_get_end(&eng->resend_segs) && (uint32_t) posted < eng->p.max_resends_per_iteration &&
+    while (item != opal_list_get_end(&eng->resend_segs) && (uint32_t) posted < budget &&
            have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
         opal_list_item_t *next = opal_list_get_next(item);
         opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) item;
@@ -525,6 +548,10 @@ static int progress_resends(opal_btl_usnic_engine_t *eng)
         }
         opal_list_remove_item(&eng->resend_segs, item);
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
+        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) {
+            item = next; /* the peer reported it held since it was queued */
+            continue;
+        }
         int rc = resend_segment(eng, seg);
         if (OPAL_SUCCESS != rc) {
             seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
@@ -550,6 +577,7 @@ int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
     }
     eng->defer_callbacks = true;
     int posted = progress_endpoint_sends(eng);
+    eng->wire->flush(eng);
     eng->defer_callbacks = false;
     return posted;
 }
@@ -619,7 +647,7 @@ static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     uint64_t rto = (0 != ep->timer.rto) ? ep->timer.rto : eng->p.rto_initial;
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
         const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
-        if (NULL == seg || eng->now - seg->sent_time < rto) {
+        if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || eng->now - seg->sent_time < rto) {
             continue;
         }
         if (!have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
@@ -646,6 +674,7 @@ int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng)
             posted += away_resend_endpoint(eng, ep);
         }
     }
+    eng->wire->flush(eng);
     eng->defer_callbacks = saved;
     if (0 == posted) {
         return 0; /* nothing overdue (or no credit): the back-off starts with the first copy */
@@ -674,6 +703,9 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     }
     if (!opal_list_is_empty(&eng->endpoints_needing_ack)) {
         posted += opal_btl_usnic_ack_send_due(eng);
+    }
+    if (posted > 0) {
+        eng->wire->flush(eng);
     }
     return posted;
 }

@@ -49,6 +49,7 @@
     X(num_drop_unknown_peer,"Datagrams dropped: unknown sender") \
     X(num_drop_bad_chunk,   "Datagrams dropped: chunk offset or size out of range") \
     X(num_drop_bad_put,     "Datagrams dropped: PUT outside a live registered region (bad key, peer or range)") \
+    X(num_drop_bad_sack,    "Datagrams dropped: an ACK claiming more selective-ACK ranges than it holds") \
     X(num_drop_oversized,   "Datagrams dropped: longer than the receive buffer (the channel's MTU)") \
     X(num_drop_departed,    "Datagrams dropped: from a peer that said it left (MPI_Finalize); late copies") \
     X(num_bye_sends,        "Goodbyes posted at finalize (an ACK saying we leave; each peer gets two)") \
@@ -56,6 +57,15 @@
     X(num_departed_unacked, "Segments a departing peer had not ACKed, released when it said goodbye") \
     X(num_recv_errors,      "Receive completions with an error") \
     X(num_recv_repost_delayed, "Receive buffers the provider would not take back at once (re-posted on a later pass)") \
+    X(num_gso_sends,        "Socket wire: segmentation-offload sends (UDP_SEGMENT: several datagrams in one sendmsg)") \
+    X(num_gso_segs,         "Socket wire: datagrams sent within segmentation-offload sends") \
+    X(num_mmsg_sends,       "Socket wire: sendmmsg calls of several datagrams (no offload for that run)") \
+    X(num_gso_fallbacks,    "Socket wire: segmentation-offload sends that failed at run time and lowered a peer's limits or turned its offload off (the datagrams were sent again without)") \
+    X(num_gro_recvs,        "Socket wire: receives that returned a coalesced run of datagrams (UDP_GRO)") \
+    X(num_gro_segs,         "Socket wire: datagrams received within coalesced runs") \
+    X(num_gro_truncated,    "Socket wire: datagrams of a coalesced run cut off by the receive buffer (retransmitted)") \
+    X(num_sock_backlog,     "Socket wire: flushes that found the socket's send buffer full (the rest waited for the next pass)") \
+    X(num_sock_send_drops,  "Socket wire: datagrams the kernel refused for good (left to retransmission)") \
     X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \
     X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
     X(pml_send_callbacks,   "Send completion callbacks made to the PML") \

@@ -6,7 +6,15 @@
  * the module is set up (UCX's uct_ud_iface_ops_t is the model):
  *
  *   btl_usnic_wire_ofi.c   libfabric FI_EP_DGRAM endpoints (usnic, udp, ...)
+ *   btl_usnic_wire_sock.c  kernel UDP sockets: segmentation offload (GSO)
+ *                          on send, coalesced receives (GRO), datagrams as
+ *                          large as the interface MTU
  *   btl_usnic_inject.c     test-only fault injection, wrapped around any wire
+ *
+ * Both real wires put the same bytes on the network (a UDP datagram is
+ * our header and payload), so two processes may run different wires
+ * toward each other; what a pair must agree on is the datagram size, the
+ * smaller of the two published in the modex.
  *
  * Everything that names a libfabric call, queue or address lives behind
  * this table; the BTL entry points, peer management and module setup
@@ -42,6 +50,8 @@ typedef struct opal_btl_usnic_transport_caps_t {
     uint32_t send_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* posts a channel takes before completions return */
     uint16_t port[OPAL_BTL_USNIC_NUM_CHANNELS];         /* where peers reach each channel (host order;
                                                            published in the modex) */
+    uint32_t max_batch;        /* data segments to one peer the wire sends as one batch (1: none;
+                                  the engine's batch_segs) */
 } opal_btl_usnic_transport_caps_t;
 
 typedef struct opal_btl_usnic_transport_t {
@@ -67,6 +77,8 @@ typedef struct opal_btl_usnic_transport_t {
      */
     int (*post)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                 opal_btl_usnic_send_seg_t *seg, int channel);
+    /* Send what post held back for a batch (see the engine's wire->flush) */
+    void (*flush)(struct opal_btl_usnic_module_t *module);
     /* Post a datagram already reported as sent, riding out back-pressure
      * (the injector's held datagram); errors other than back-pressure
      * drop it. */
@@ -97,6 +109,11 @@ typedef struct opal_btl_usnic_transport_t {
 
 /* btl_usnic_wire_ofi.c */
 extern const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi;
+/* btl_usnic_wire_sock.c */
+extern const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock;
+/* Can the socket wire run here (a kernel UDP socket on |ipv4|, network
+ * order)?  On false, |why| says why not. */
+bool opal_btl_usnic_wire_sock_usable(uint32_t ipv4, char *why, size_t len);
 
 /* btl_usnic_inject.c: |inner| wrapped by the fault injector
  * (btl_usnic_inject_faults), with the component's parameters.

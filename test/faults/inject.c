@@ -152,8 +152,9 @@ static size_t chunk_out_of_range(uint8_t *buf, uint64_t sender, unsigned round)
 static size_t ack_with_payload(uint8_t *buf, uint64_t sender, unsigned round)
 {
     (void) round;
+    memset(buf, 0, sizeof(opal_btl_usnic_ack_hdr_t));
     header((opal_btl_usnic_hdr_t *) buf, OPAL_BTL_USNIC_PKT_ACK, sender, 0, 8);
-    return sizeof(opal_btl_usnic_hdr_t) + 8;
+    return sizeof(opal_btl_usnic_ack_hdr_t) + 8;
 }
 
 static const forgery_t forgeries[] = {

@@ -146,14 +146,36 @@ static void chunk(dgram_t *d, uint32_t sender, uint32_t seq, uint32_t frag_id, u
     d->n = sizeof(ch) + len;
 }
 
+/* An explicit ACK with |n| selective-ACK ranges (start, len pairs in
+ * |r|); |nranges| is what its count field says (n, or a lie) */
+static void ack_ranges(dgram_t *d, uint32_t sender, uint32_t ack_seq, uint8_t flags, const uint16_t *r, unsigned n,
+                       uint8_t nranges)
+{
+    opal_btl_usnic_ack_hdr_t a;
+    memset(&a, 0, sizeof(a));
+    a.hdr = hdr(OPAL_BTL_USNIC_PKT_ACK, sender, 0, 0, 0);
+    a.hdr.flags = flags;
+    a.hdr.ack_seq = opal_btl_usnic_wire32(ack_seq);
+    a.hdr.credit = opal_btl_usnic_wire16(UINT16_MAX);
+    for (unsigned i = 0; i < n && i < OPAL_BTL_USNIC_SACK_RANGES; ++i) {
+        a.range[i].start = opal_btl_usnic_wire16(r[2 * i]);
+        a.range[i].len = opal_btl_usnic_wire16(r[2 * i + 1]);
+    }
+    a.nranges = nranges;
+    memcpy(d->b, &a, sizeof(a));
+    d->n = sizeof(a);
+}
+
 static void ack(dgram_t *d, uint32_t sender, uint32_t ack_seq, uint8_t flags, uint16_t credit)
 {
-    opal_btl_usnic_hdr_t h = hdr(OPAL_BTL_USNIC_PKT_ACK, sender, 0, 0, 0);
-    h.flags = flags;
-    h.ack_seq = opal_btl_usnic_wire32(ack_seq);
-    h.credit = opal_btl_usnic_wire16(credit);
-    memcpy(d->b, &h, sizeof(h));
-    d->n = sizeof(h);
+    opal_btl_usnic_ack_hdr_t a;
+    memset(&a, 0, sizeof(a)); /* no selective-ACK ranges */
+    a.hdr = hdr(OPAL_BTL_USNIC_PKT_ACK, sender, 0, 0, 0);
+    a.hdr.flags = flags;
+    a.hdr.ack_seq = opal_btl_usnic_wire32(ack_seq);
+    a.hdr.credit = opal_btl_usnic_wire16(credit);
+    memcpy(d->b, &a, sizeof(a));
+    d->n = sizeof(a);
 }
 
 /* A PUT in fix-up form: |key_xor| 0 is the region's key, |offset| counts
@@ -480,6 +502,24 @@ static void s_ack_bye(input_t *in)
     rx_frag(in, 2, R(0), 16, 0);
 }
 
+/* Selective-ACK ranges: one over our second segment (the first is the
+ * hole), then ranges far beyond what was sent and overlapping ones (no
+ * effect but what is in flight), then an ACK that claims 9 ranges
+ * (dropped, counted) */
+static void s_ack_sack_ranges(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t d;
+    static const uint16_t held[] = {0, 1};
+    ack_ranges(&d, 1, T(-1), FLAG_ACK | FLAG_ACK_NEW, held, 1, 1);
+    record(in, d.b, d.n, 0);
+    static const uint16_t wild[] = {0, 0xffff, 0xfff0, 0xffff, 3, 0, 0, 2, 1, 1, 7, 9, 0xffff, 1, 2, 2};
+    ack_ranges(&d, 2, T(-1), FLAG_ACK | FLAG_ACK_NEW, wild, 8, 8);
+    record(in, d.b, d.n, 0);
+    ack_ranges(&d, 2, T(-1), FLAG_ACK | FLAG_ACK_NEW, held, 1, 9);
+    record(in, d.b, d.n, 0);
+}
+
 static void s_ack_tx_wrap(input_t *in)
 {
     config(in, 0, 0, 1, 1, 1); /* we start at 2^32 - 2 */
@@ -761,6 +801,16 @@ static void s_put_write(input_t *in)
     rx_put(in, 2, 0, 1, 0, 900, 100, PROGRESS); /* any peer, to the end */
 }
 
+/* Peer 1 says goodbye, then a PUT of its own that would be written: a
+ * peer that left takes nothing (the fuzzer found the harness expecting
+ * this one written) */
+static void s_put_after_bye(input_t *in)
+{
+    PUT_CONFIG(in);
+    rx_ack(in, 1, T(-1), FLAG_ACK | FLAG_BYE, 0);
+    rx_put(in, 1, 0, 0, 0, 0, 32, 0);
+}
+
 static void s_put_past_end(input_t *in)
 {
     PUT_CONFIG(in);
@@ -879,6 +929,7 @@ static const seed_t seeds[] = {
     {"chunk-too-new", s_chunk_too_new, "dels=0 chunk=0 toonew=1"},
     {"chunk-slot-reuse", s_chunk_slot_reuse, "dels=2 chunk=2 ne2=2"},
     {"ack-valid", s_ack_valid, "acks=2 acked1=2 acked2=3 invalid=0"},
+    {"ack-sack-ranges", s_ack_sack_ranges, "acks=2 badsack=1 invalid=1 acked1=0 acked2=0"},
     {"ack-bye", s_ack_bye, "byes=1 departed=1 dels=1 ne1=0 ne2=1 acked1=2 invalid=0"},
     {"ack-tx-wrap", s_ack_tx_wrap, "acks=3 acked1=2 acked2=3 invalid=0"},
     {"ack-dup-fast-retransmit", s_ack_dup_fast_retransmit, "acks=3 dupacks=3 fastre=1 acked1=0"},
@@ -909,6 +960,7 @@ static const seed_t seeds[] = {
     {"progress-actions", s_progress_actions, "dels=3 ne1=2 ne2=1 acked1=2"},
     {"retransmit-timeout", s_retransmit_timeout, "timeoutre=2"},
     {"put-write", s_put_write, "put=3 badput=0 ne1=2 ne2=1"},
+    {"put-after-bye", s_put_after_bye, "put=0 byes=1 departed=1 ne1=0"},
     {"put-past-end", s_put_past_end, "put=1 badput=1 ne2=1"},
     {"put-bad-address", s_put_bad_address, "put=0 badput=4 invalid=4 ne1=0"},
     {"put-wrong-key", s_put_wrong_key, "put=0 badput=2 ne1=0"},

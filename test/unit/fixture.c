@@ -129,12 +129,19 @@ static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
 }
 
+/* Nothing is held back: every post was recorded as it came */
+static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
+{
+    ++fx_of(eng)->flushes;
+}
+
 static const opal_btl_usnic_wire_ops_t fx_wire = {
     .post = fx_wire_post,
     .timer_arm = fx_wire_timer_arm,
     .timer_disarm = fx_wire_timer_disarm,
     .deliver = fx_wire_deliver,
     .peer_failed = fx_wire_peer_failed,
+    .flush = fx_wire_flush,
 };
 
 /* ----- setup ----- */
@@ -484,12 +491,13 @@ size_t fx_build_chunk(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, 
 
 size_t fx_build_ack_credit(uint8_t *buf, uint32_t sender, uint32_t ack_seq, uint16_t credit)
 {
-    opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) buf;
-    hdr_build(h, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
-    h->flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
-    h->ack_seq = opal_btl_usnic_wire32(ack_seq);
-    h->credit = opal_btl_usnic_wire16(credit);
-    return FX_HDR;
+    opal_btl_usnic_ack_hdr_t *a = (opal_btl_usnic_ack_hdr_t *) buf;
+    memset(a, 0, sizeof(*a)); /* no selective-ACK ranges */
+    hdr_build(&a->hdr, sender, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
+    a->hdr.flags = OPAL_BTL_USNIC_HDR_FLAG_ACK;
+    a->hdr.ack_seq = opal_btl_usnic_wire32(ack_seq);
+    a->hdr.credit = opal_btl_usnic_wire16(credit);
+    return FX_ACK_HDR;
 }
 
 size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq)

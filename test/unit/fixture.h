@@ -48,6 +48,7 @@
 #define FX_MAX_SEND 65536
 #define FX_HDR ((size_t) sizeof(opal_btl_usnic_hdr_t))        /* 52 */
 #define FX_CHUNK_HDR ((size_t) sizeof(opal_btl_usnic_chunk_hdr_t)) /* 64 */
+#define FX_ACK_HDR ((size_t) sizeof(opal_btl_usnic_ack_hdr_t))     /* 88 */
 #define FX_MAX_FRAG_PAYLOAD (FX_MTU - FX_HDR)        /* 1424 */
 #define FX_MAX_CHUNK_PAYLOAD (FX_MTU - FX_CHUNK_HDR) /* 1412 */
 #define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 720 */
@@ -103,6 +104,8 @@ struct fx_t {
     fx_delivery_t *dels;
     size_t ndels, dels_cap;
     fx_deliver_hook_t deliver_hook;
+
+    unsigned flushes;             /* wire->flush calls */
 
     unsigned peer_failed_calls;
     int peer_failed_rc;

@@ -250,7 +250,7 @@ static void test_ack_beyond_sent_ignored_and_counted(void)
     CHECK_EQ(small_avail(&fx), avail);
     CHECK_EQ(fx.narmed, 5);
     /* the same through a forged ACK datagram */
-    uint8_t buf[64];
+    uint8_t buf[128];
     fx_recv(&fx, buf, fx_build_ack(buf, PEER, ISN + 100));
     CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 6);
     CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
@@ -660,7 +660,7 @@ static void test_ack_piggybacked_in_peer_data(void)
 
 static void rx_frag(fx_t *fx, uint32_t seq)
 {
-    uint8_t buf[64];
+    uint8_t buf[128];
     fx_recv(fx, buf, fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq)));
 }
 
@@ -676,7 +676,7 @@ static unsigned explicit_acks(fx_t *fx, size_t *cursor, uint32_t *last_value)
         }
         ++n;
         CHECK_EQ(p->channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
-        CHECK_EQ(p->len, FX_HDR);
+        CHECK_EQ(p->len, FX_ACK_HDR);
         CHECK_EQ(h->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK, OPAL_BTL_USNIC_HDR_FLAG_ACK);
         CHECK_EQ(opal_btl_usnic_hdr_check(p->bytes, p->len), OPAL_BTL_USNIC_VALID);
         *last_value = opal_btl_usnic_host32(h->ack_seq);
@@ -1054,7 +1054,7 @@ static void test_ack_forget_on_teardown(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
     opal_btl_usnic_endpoint_t *ep2 = fx_ep_new(&fx, PEER + 1, 16, ISN, PEER_ISN);
     rx_frag(&fx, PEER_ISN);
-    uint8_t buf[64];
+    uint8_t buf[128];
     uint32_t seq = PEER_ISN;
     fx_recv(&fx, buf, fx_build_frag(buf, PEER + 1, seq, 3, &seq, sizeof(seq)));
     CHECK_EQ(opal_list_get_size(&fx.eng.endpoints_needing_ack), 2);

@@ -41,7 +41,7 @@ static int last_credit(const fx_t *fx, const opal_btl_usnic_endpoint_t *ep)
 /* One tiny FRAG from |peer| with sequence |seq| */
 static void rx_from(fx_t *fx, uint32_t peer, uint32_t seq)
 {
-    uint8_t buf[64];
+    uint8_t buf[128];
     fx_recv(fx, buf, fx_build_frag(buf, peer, seq, 7, &seq, sizeof(seq)));
 }
 
@@ -167,7 +167,7 @@ static void test_sender_honours_grant(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, WINDOW, ISN, 0);
-    uint8_t buf[64];
+    uint8_t buf[128];
     fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN - 1, 3));
     CHECK_EQ(ep->tx.peer_credit, 3);
     CHECK_EQ(send_numbered(&fx, ep, 10), 10); /* accepted: 3 posted, the rest queued */
@@ -203,7 +203,7 @@ static void test_zero_grant_keeps_one_slot(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, WINDOW, ISN, 0);
-    uint8_t buf[64];
+    uint8_t buf[128];
     fx_recv(&fx, buf, fx_build_ack_credit(buf, 1, ISN - 1, 0));
     CHECK_EQ(send_numbered(&fx, ep, 2), 2);
     fx_progress(&fx);

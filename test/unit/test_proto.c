@@ -24,7 +24,7 @@ typedef struct {
     int expect;
 } hdr_case_t;
 
-enum { F_NONE, F_MAGIC, F_VERSION, F_TYPE, F_PAYLOAD_LEN, F_FRAG_SIZE, F_FRAG_OFFSET, F_FRAG_ID, F_FLAGS };
+enum { F_NONE, F_MAGIC, F_VERSION, F_TYPE, F_PAYLOAD_LEN, F_FRAG_SIZE, F_FRAG_OFFSET, F_FRAG_ID, F_FLAGS, F_NRANGES };
 
 static const hdr_case_t hdr_cases[] = {
     /* valid */
@@ -46,6 +46,10 @@ static const hdr_case_t hdr_cases[] = {
     {"chunk header cut", K_CHUNK, 0x10, 0x10 + 1, F_NONE, 0, R(TRUNCATED)},
     {"chunk payload one byte short", K_CHUNK, 1000, 1, F_NONE, 0, R(TRUNCATED)},
     {"ack one byte short", K_ACK, 0, 1, F_NONE, 0, R(TRUNCATED)},
+    {"ack of version 3's length (no ranges)", K_ACK, 0, 36, F_NONE, 0, R(TRUNCATED)},
+    {"ack with all 8 ranges", K_ACK, 0, 0, F_NRANGES, 8, OK},
+    {"ack claiming 9 ranges", K_ACK, 0, 0, F_NRANGES, 9, R(BAD_SACK)},
+    {"ack claiming 255 ranges", K_ACK, 0, 0, F_NRANGES, 255, R(BAD_SACK)},
     /* ACK with payload: an ACK carries nothing (reported as a length error) */
     {"ack with payload_len", K_ACK, 0, -8, F_PAYLOAD_LEN, 8, R(TRUNCATED)},
     /* identity */
@@ -54,7 +58,8 @@ static const hdr_case_t hdr_cases[] = {
     {"version 0", K_FRAG, 10, 0, F_VERSION, 0, R(BAD_VERSION)},
     {"version 1 (the cookie protocol)", K_FRAG, 10, 0, F_VERSION, 1, R(BAD_VERSION)},
     {"version 2 (a vpid as sender id)", K_FRAG, 10, 0, F_VERSION, 2, R(BAD_VERSION)},
-    {"version 4", K_FRAG, 10, 0, F_VERSION, 4, R(BAD_VERSION)},
+    {"version 3 (ACKs without selective-ACK ranges)", K_FRAG, 10, 0, F_VERSION, 3, R(BAD_VERSION)},
+    {"version 5", K_FRAG, 10, 0, F_VERSION, 5, R(BAD_VERSION)},
     {"type 0", K_FRAG, 10, 0, F_TYPE, 0, R(BAD_TYPE)},
     {"type 5", K_FRAG, 10, 0, F_TYPE, 5, R(BAD_TYPE)},
     {"FRAG relabelled PUT: short of the PUT header", K_FRAG, 10, 0, F_TYPE, OPAL_BTL_USNIC_PKT_PUT, R(TRUNCATED)},
@@ -97,6 +102,7 @@ static void mutate(uint8_t *buf, int field, uint32_t v)
     case F_FRAG_OFFSET: ch->frag_offset = opal_btl_usnic_wire32(v); break;
     case F_FRAG_ID: ch->frag_id = opal_btl_usnic_wire32(v); break;
     case F_FLAGS: ch->hdr.flags = (uint8_t) v; break;
+    case F_NRANGES: ((opal_btl_usnic_ack_hdr_t *) buf)->nranges = (uint8_t) v; break;
     default: break;
     }
 }
@@ -174,6 +180,7 @@ static void test_recv_segment_drops_invalid(void)
         case OPAL_BTL_USNIC_DROP_BAD_VERSION: reason = &fx.eng.stats.num_drop_bad_version; break;
         case OPAL_BTL_USNIC_DROP_BAD_TYPE: reason = &fx.eng.stats.num_drop_bad_type; break;
         case OPAL_BTL_USNIC_DROP_BAD_CHUNK: reason = &fx.eng.stats.num_drop_bad_chunk; break;
+        case OPAL_BTL_USNIC_DROP_BAD_SACK: reason = &fx.eng.stats.num_drop_bad_sack; break;
         default: break;
         }
         REQUIRE(NULL != reason);

@@ -899,7 +899,7 @@ static void test_peer_timeout_idle_endpoint(void)
     fx_set_time(&fx, 100);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
     /* idle, and receiving (we owe ACKs, the peer owes us nothing) */
-    uint8_t buf[64];
+    uint8_t buf[128];
     uint32_t seq = PEER_ISN;
     for (uint64_t t = 200; t < 1000000; t += 997) {
         fx_set_time(&fx, t);
@@ -988,7 +988,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
     /* receiving and sending explicit ACKs arms nothing */
-    uint8_t buf[64];
+    uint8_t buf[128];
     for (uint32_t i = 0; i < 10; ++i) {
         fx_set_time(&fx, 100 * i);
         fx_recv(&fx, buf, fx_build_frag(buf, PEER, PEER_ISN + i, 3, "ab", 2));
@@ -1085,7 +1085,7 @@ static void test_send_paths_use_owner_clock(void)
 /* An explicit ACK from PEER with |flags| added (LATE_DUP, REPAIRED) */
 static void rx_ack_flags(fx_t *fx, uint32_t ack_seq, uint8_t flags)
 {
-    uint8_t buf[64];
+    uint8_t buf[128];
     size_t len = fx_build_ack(buf, PEER, ack_seq);
     ((opal_btl_usnic_hdr_t *) buf)->flags |= flags;
     fx_recv(fx, buf, len);
@@ -1214,7 +1214,7 @@ static void test_receiver_reports_premature_and_repaired(void)
     fx_t fx;
     fx_init(&fx, NULL);
     (void) fx_ep_new(&fx, PEER, 16, ISN, PEER_ISN);
-    uint8_t buf[64];
+    uint8_t buf[128];
     size_t len;
     fx_set_time(&fx, 1000);
     /* PEER_ISN arrives; its timeout copy comes before we ACKed it */

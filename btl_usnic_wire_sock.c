@@ -1,0 +1,995 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The socket wire (btl_usnic_wire.h): two kernel UDP sockets per module,
+ * one per channel, bound to the interface's address.
+ *
+ * Why: libfabric's udp provider sends one datagram of at most 1472 bytes
+ * per sendto(), and each costs microseconds of kernel time; bulk data
+ * needs fewer, larger sends.  This wire
+ *  - uses datagrams as large as the interface MTU allows (MTU - 28: 65507
+ *    bytes on loopback, 8972 on jumbo frames), with the DF bit set: never
+ *    IP fragmentation;
+ *  - sends the data segments posted to one peer in a row as one sendmsg
+ *    with UDP_SEGMENT (segmentation offload: the kernel or the NIC cuts
+ *    it into datagrams), planned by btl_usnic_batch.c; where the kernel
+ *    or the path cannot, sendmmsg;
+ *  - reads the data socket with UDP_GRO (the kernel hands a run of
+ *    datagrams from one peer as one receive, split here) and recvmmsg;
+ *  - asks for large socket buffers, reports what it got, and sizes the
+ *    receive capacity (the window and the grants) by what the kernel
+ *    really charges per datagram, measured at open.
+ *
+ * Posting.  A post on the priority channel (ACKs, tiny messages) goes to
+ * the kernel at once.  A post on the data channel joins the channel's
+ * queue; the queue goes out at flush (the engine flushes at the end of
+ * every entry that posts data), or as soon as it holds a whole batch.  A
+ * datagram the kernel does not take now (socket buffer full) stays queued
+ * for the next pass; the queue holds at most the channel's send credits,
+ * so the engine stops posting when it is full.  A datagram's completion
+ * is reported when the kernel has taken it.
+ */
+#include "opal_config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "opal/util/output.h"
+#include "opal/util/proc.h"
+
+#include "btl_usnic.h"
+#include "btl_usnic_ext.h"
+#include "btl_usnic_module_int.h"
+
+#ifndef UDP_SEGMENT
+#    define UDP_SEGMENT 103 /* Linux 4.18 */
+#endif
+#ifndef UDP_GRO
+#    define UDP_GRO 104 /* Linux 5.0 */
+#endif
+#ifndef SO_MEMINFO
+#    define SO_MEMINFO 55
+#endif
+
+#define SOCK_DEFAULT_TINY_MTU 768
+#define SOCK_PRIO_CREDITS 256
+#define SOCK_RX_MSGS 16     /* receives one recvmmsg takes */
+#define SOCK_RX_CALLS 4     /* recvmmsg calls per channel per progress pass */
+#define SOCK_GRO_BUF 65536  /* the kernel coalesces at most 64 KiB into one receive */
+#define SOCK_TX_MSGS 64     /* datagrams one sendmmsg takes */
+#define SOCK_ICMP_RETRIES 2 /* sends again of a datagram refused for an earlier one's ICMP error */
+
+/* A datagram taken by post, not yet with the kernel */
+typedef struct sock_tx_t {
+    opal_btl_usnic_send_seg_t *seg;
+    opal_btl_usnic_endpoint_t *ep;
+} sock_tx_t;
+
+typedef struct sock_channel_t {
+    int fd;
+    int index;              /* OPAL_BTL_USNIC_*_CHANNEL */
+    size_t mtu;             /* largest datagram we accept on it */
+    bool gro;               /* receives may be coalesced runs */
+    long rcvbuf, sndbuf;    /* what the kernel granted */
+
+    sock_tx_t *tx;          /* ring of datagrams not yet with the kernel, in post order */
+    uint32_t tx_head, tx_count, tx_cap;
+
+    size_t rbuf_size;       /* bytes of one receive buffer */
+    uint8_t *rbufs;
+    struct mmsghdr *rmsgs;
+    struct iovec *riovs;
+    struct sockaddr_in *rsrcs;
+    uint8_t *rctl;          /* one cmsg buffer per receive */
+} sock_channel_t;
+
+#define SOCK_CTL_SPACE CMSG_SPACE(sizeof(int))
+
+struct opal_btl_usnic_sock_state {
+    sock_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
+    bool gso;               /* the kernel takes UDP_SEGMENT on our sockets */
+    size_t charge;          /* kernel memory charged per full datagram in the receive buffer */
+
+    uint8_t *fast_buf;      /* the fast path's receive buffer (priority channel) */
+    bool fast_deferred_valid;
+    bool fast_in_upcall;
+    opal_btl_usnic_endpoint_t *fast_deferred_ep;
+
+    /* send scratch: one offload send or one sendmmsg */
+    struct iovec iov[2 * SOCK_TX_MSGS];
+    struct mmsghdr msgs[SOCK_TX_MSGS];
+    struct sockaddr_in addrs[SOCK_TX_MSGS];
+    uint8_t gso_ctl[CMSG_SPACE(sizeof(uint16_t))];
+};
+typedef struct opal_btl_usnic_sock_state sock_state_t;
+
+/* ===================== addresses ===================== */
+
+/* A peer's channel address in the endpoint's peer_addr word: the IPv4
+ * address (network order) above the port (host order) */
+static uint64_t addr_pack(uint32_t ipv4, uint16_t port)
+{
+    return ((uint64_t) ipv4 << 16) | port;
+}
+
+static void addr_unpack(uint64_t packed, struct sockaddr_in *sin)
+{
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = (uint32_t) (packed >> 16);
+    sin->sin_port = htons((uint16_t) packed);
+}
+
+static uint64_t addr_of(const struct sockaddr_in *sin)
+{
+    return addr_pack(sin->sin_addr.s_addr, ntohs(sin->sin_port));
+}
+
+/* ===================== completions ===================== */
+
+static sock_tx_t *tx_at(sock_channel_t *ch, uint32_t i)
+{
+    return &ch->tx[(ch->tx_head + i) % ch->tx_cap];
+}
+
+/* The first |n| queued datagrams left (or are given up: retransmission
+ * covers them): their completions, oldest first */
+static void tx_complete(opal_btl_usnic_module_t *module, sock_channel_t *ch, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; ++i) {
+        opal_btl_usnic_send_seg_t *seg = tx_at(ch, 0)->seg;
+        ch->tx_head = (ch->tx_head + 1) % ch->tx_cap;
+        --ch->tx_count;
+        opal_btl_usnic_seg_send_complete(&module->eng, seg);
+    }
+}
+
+static bool is_backpressure(int err)
+{
+    return EAGAIN == err || EWOULDBLOCK == err || ENOBUFS == err || ENOMEM == err;
+}
+
+/* The kernel reports an ICMP error of an earlier datagram (the peer's
+ * port closed, no route) or a firewall's verdict on this send instead of
+ * sending it */
+static bool is_refusal(int err)
+{
+    return ECONNREFUSED == err || EHOSTUNREACH == err || ENETUNREACH == err || EHOSTDOWN == err ||
+           ENETDOWN == err || EPERM == err || EACCES == err;
+}
+
+/* ===================== sending ===================== */
+
+/* The iovecs of |seg|'s datagram (its header and inline payload, then a
+ * gathered payload); returns how many */
+static int seg_iov(const opal_btl_usnic_send_seg_t *seg, struct iovec *iov)
+{
+    iov[0].iov_base = seg->hdr;
+    iov[0].iov_len = opal_btl_usnic_seg_inline_len(seg);
+    if (0 == seg->ext_len) {
+        return 1;
+    }
+    iov[1].iov_base = (void *) seg->ext_data;
+    iov[1].iov_len = seg->ext_len;
+    return 2;
+}
+
+/* Queued datagrams from the head that go to the same peer, at most |max| */
+static uint32_t same_peer_run(sock_channel_t *ch, uint32_t max)
+{
+    opal_btl_usnic_endpoint_t *ep = tx_at(ch, 0)->ep;
+    uint32_t n = 1;
+    while (n < ch->tx_count && n < max && tx_at(ch, n)->ep == ep) {
+        ++n;
+    }
+    return n;
+}
+
+/* One offload send of the first |k| queued datagrams (one peer, planned
+ * by opal_btl_usnic_gso_run).  Returns 0 or an errno. */
+static int send_gso(sock_state_t *st, sock_channel_t *ch, uint32_t k)
+{
+    int niov = 0;
+    for (uint32_t i = 0; i < k; ++i) {
+        niov += seg_iov(tx_at(ch, i)->seg, &st->iov[niov]);
+    }
+    addr_unpack(tx_at(ch, 0)->ep->peer_addr[ch->index], &st->addrs[0]);
+    struct msghdr mh = {
+        .msg_name = &st->addrs[0],
+        .msg_namelen = sizeof(st->addrs[0]),
+        .msg_iov = st->iov,
+        .msg_iovlen = (size_t) niov,
+        .msg_control = st->gso_ctl,
+        .msg_controllen = sizeof(st->gso_ctl),
+    };
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_UDP;
+    cm->cmsg_type = UDP_SEGMENT;
+    cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    uint16_t seg_size = (uint16_t) tx_at(ch, 0)->seg->wire_len;
+    memcpy(CMSG_DATA(cm), &seg_size, sizeof(seg_size));
+    ssize_t rc;
+    do {
+        rc = sendmsg(ch->fd, &mh, 0);
+    } while (rc < 0 && EINTR == errno);
+    return rc < 0 ? errno : 0;
+}
+
+/* The first |n| queued datagrams by sendmmsg (one syscall, any peers).
+ * Returns how many the kernel took; *|err_p| = the errno that stopped it
+ * (0 if all went). */
+static uint32_t send_mmsg(sock_state_t *st, sock_channel_t *ch, uint32_t n, int *err_p)
+{
+    int niov = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+        const sock_tx_t *t = tx_at(ch, i);
+        addr_unpack(t->ep->peer_addr[ch->index], &st->addrs[i]);
+        struct msghdr *mh = &st->msgs[i].msg_hdr;
+        memset(mh, 0, sizeof(*mh));
+        mh->msg_name = &st->addrs[i];
+        mh->msg_namelen = sizeof(st->addrs[i]);
+        mh->msg_iov = &st->iov[niov];
+        mh->msg_iovlen = (size_t) seg_iov(t->seg, &st->iov[niov]);
+        niov += (int) mh->msg_iovlen;
+    }
+    int rc;
+    do {
+        rc = (1 == n) ? (int) sendmsg(ch->fd, &st->msgs[0].msg_hdr, 0) : sendmmsg(ch->fd, st->msgs, n, 0);
+    } while (rc < 0 && EINTR == errno);
+    if (rc < 0) {
+        *err_p = errno;
+        return 0;
+    }
+    if (1 == n) {
+        rc = 1; /* sendmsg returned bytes */
+    }
+    *err_p = 0;
+    return (uint32_t) rc;
+}
+
+/* The kernel refused the head datagram for good (a bug, or a datagram the
+ * path cannot carry): let it go, once said why.  Retransmission tries
+ * again; a peer that never takes it times out with the usual message. */
+static void give_up_head(opal_btl_usnic_module_t *module, sock_channel_t *ch, int err)
+{
+    if (0 == module->eng.stats.num_sock_send_drops) {
+        opal_btl_usnic_verbose(1, "%s: a send to peer %s failed: %s (left to retransmission)", module->if_name,
+                               opal_btl_usnic_id_str(tx_at(ch, 0)->ep->peer_id).s, strerror(err));
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_sock_send_drops);
+    tx_complete(module, ch, 1);
+}
+
+static void report_gso_fallback(opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, int err,
+                                opal_btl_usnic_gso_verdict_t verdict)
+{
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gso_fallbacks);
+    if (OPAL_BTL_USNIC_GSO_OFF == verdict) {
+        opal_btl_usnic_verbose(5, "%s: segmentation offload to peer %s failed (%s): falling back to sendmmsg",
+                               module->if_name, opal_btl_usnic_id_str(ep->peer_id).s, strerror(err));
+    } else {
+        opal_btl_usnic_verbose(5, "%s: segmentation offload to peer %s failed (%s): falling back to %u datagrams "
+                               "and %u bytes per send",
+                               module->if_name, opal_btl_usnic_id_str(ep->peer_id).s, strerror(err),
+                               (unsigned) ep->gso.max_segs, (unsigned) ep->gso.max_bytes);
+    }
+}
+
+/* Send the first datagrams of the queue: one offload send, or a
+ * sendmmsg.  Returns 0 if some left (or were given up), else the errno
+ * of back-pressure (the queue waits for the next pass). */
+static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
+{
+    sock_state_t *st = module->sock;
+    opal_btl_usnic_endpoint_t *ep = tx_at(ch, 0)->ep;
+    if (ep->failed) {
+        tx_complete(module, ch, 1); /* its data is forgotten already (endpoint_flush) */
+        return 0;
+    }
+    uint32_t n = same_peer_run(ch, SOCK_TX_MSGS);
+    if (n > 1 && opal_btl_usnic_gso_path_on(&ep->gso)) {
+        uint32_t lens[SOCK_TX_MSGS];
+        for (uint32_t i = 0; i < n; ++i) {
+            lens[i] = tx_at(ch, i)->seg->wire_len;
+        }
+        uint32_t k = opal_btl_usnic_gso_run(&ep->gso, lens, n);
+        if (k > 1) {
+            int err = send_gso(st, ch, k);
+            if (0 == err) {
+                OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gso_sends);
+                module->eng.stats.num_gso_segs += k;
+                tx_complete(module, ch, k);
+                return 0;
+            }
+            size_t bytes = 0;
+            for (uint32_t i = 0; i < k; ++i) {
+                bytes += lens[i];
+            }
+            opal_btl_usnic_gso_verdict_t verdict = opal_btl_usnic_gso_failed(&ep->gso, err, k, bytes);
+            if (OPAL_BTL_USNIC_GSO_NOT_OURS != verdict) {
+                report_gso_fallback(module, ep, err, verdict);
+                return 0; /* the same datagrams again, planned anew */
+            }
+            if (is_backpressure(err)) {
+                return err;
+            }
+            /* not the offload's fault: the datagrams one by one say which */
+        }
+        n = k; /* a run the offload cannot take: its datagrams by sendmmsg */
+    }
+    for (int tries = 0;; ++tries) {
+        int err = 0;
+        uint32_t sent = send_mmsg(st, ch, n, &err);
+        if (sent > 0) {
+            if (n > 1) {
+                OPAL_BTL_USNIC_STAT_INC(&module->eng, num_mmsg_sends);
+            }
+            tx_complete(module, ch, sent);
+            return 0;
+        }
+        if (is_backpressure(err)) {
+            return err;
+        }
+        if (!is_refusal(err) || tries >= SOCK_ICMP_RETRIES) {
+            give_up_head(module, ch, err);
+            return 0;
+        }
+        /* an earlier datagram's ICMP error, reported instead of sending
+         * this one: the error is consumed, send again */
+    }
+}
+
+/* Hand the channel's queue to the kernel, as far as it takes it */
+static void chan_flush(opal_btl_usnic_module_t *module, sock_channel_t *ch)
+{
+    while (ch->tx_count > 0) {
+        if (0 != send_some(module, ch)) {
+            OPAL_BTL_USNIC_STAT_INC(&module->eng, num_sock_backlog);
+            return;
+        }
+    }
+}
+
+static void tx_push(sock_channel_t *ch, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
+{
+    sock_tx_t *t = &ch->tx[(ch->tx_head + ch->tx_count) % ch->tx_cap];
+    t->seg = seg;
+    t->ep = ep;
+    ++ch->tx_count;
+}
+
+static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+                     int channel)
+{
+    sock_channel_t *ch = &module->sock->chan[channel];
+    if (OPAL_UNLIKELY(ch->tx_count == ch->tx_cap)) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE; /* more posts than credits: not the engine's way */
+    }
+    tx_push(ch, ep, seg);
+    if (OPAL_BTL_USNIC_PRIORITY_CHANNEL == channel || ch->tx_count >= module->caps.max_batch) {
+        chan_flush(module, ch);
+    }
+    return OPAL_SUCCESS;
+}
+
+static void sock_flush(opal_btl_usnic_module_t *module)
+{
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (module->sock->chan[c].tx_count > 0) {
+            chan_flush(module, &module->sock->chan[c]);
+        }
+    }
+}
+
+/* The injector's held datagram: queued like any other and sent now if
+ * the kernel takes it (else with the queue, later) */
+static void sock_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    if (OPAL_SUCCESS != sock_post(module, ep, seg, channel)) {
+        opal_btl_usnic_seg_send_complete(&module->eng, seg); /* no room: as if sent and lost */
+        return;
+    }
+    chan_flush(module, &module->sock->chan[channel]);
+}
+
+/* ===================== receiving ===================== */
+
+static void count_invalid(opal_btl_usnic_module_t *module)
+{
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
+}
+
+/* Did a datagram claiming |hdr|'s sender come from where that sender
+ * sends on this channel?  (See the ofi wire's source_ok.) */
+static bool source_ok(opal_btl_usnic_module_t *module, const sock_channel_t *ch, const uint8_t *buf, size_t len,
+                      uint64_t src)
+{
+    if (!module->caps.reports_source || len < sizeof(opal_btl_usnic_hdr_t)) {
+        return true;
+    }
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
+    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, opal_btl_usnic_host64(hdr->sender));
+    if (NULL == ep || src == ep->peer_addr[ch->index]) {
+        return true;
+    }
+    count_invalid(module);
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
+    return false;
+}
+
+/* One datagram of a receive, to the engine */
+static void recv_datagram(opal_btl_usnic_module_t *module, sock_channel_t *ch, uint8_t *buf, size_t len,
+                          uint64_t src)
+{
+    if (OPAL_UNLIKELY(len > ch->mtu)) {
+        count_invalid(module);
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
+    } else if (OPAL_LIKELY(source_ok(module, ch, buf, len, src))) {
+        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, buf, len);
+    }
+}
+
+/* The UDP_GRO segment size a coalesced receive carries; 0 without one */
+static size_t gro_size(struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); NULL != cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (SOL_UDP == cm->cmsg_level && UDP_GRO == cm->cmsg_type && cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int size = 0;
+            memcpy(&size, CMSG_DATA(cm), sizeof(size));
+            return size > 0 ? (size_t) size : 0;
+        }
+    }
+    return 0;
+}
+
+/* One receive (a datagram, or a coalesced run of them from one peer) */
+static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i, size_t len)
+{
+    struct msghdr *mh = &ch->rmsgs[i].msg_hdr;
+    uint8_t *buf = (uint8_t *) ch->riovs[i].iov_base;
+    uint64_t src = addr_of(&ch->rsrcs[i]);
+    size_t stored = (len < ch->rbuf_size) ? len : ch->rbuf_size;
+    size_t seg = ch->gro ? gro_size(mh) : 0;
+    opal_btl_usnic_span_t spans[OPAL_BTL_USNIC_GSO_MAX_SEGS * 2];
+    unsigned lost = 0;
+    unsigned n = opal_btl_usnic_gro_split(len, stored, seg, spans, sizeof(spans) / sizeof(spans[0]), &lost);
+    if (OPAL_UNLIKELY(0 != lost)) {
+        if (0 == n) {
+            count_invalid(module); /* one datagram longer than any we accept */
+            OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
+        } else {
+            module->eng.stats.num_gro_truncated += lost; /* whole ones of ours, lost: retransmitted */
+        }
+    }
+    if (n > 1) {
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gro_recvs);
+        module->eng.stats.num_gro_segs += n;
+    }
+    for (unsigned s = 0; s < n; ++s) {
+        recv_datagram(module, ch, buf + spans[s].off, spans[s].len, src);
+    }
+}
+
+/* Receive what the channel holds, up to SOCK_RX_CALLS full recvmmsg
+ * calls.  Returns the number of receives. */
+static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
+{
+    int count = 0;
+    for (int call = 0; call < SOCK_RX_CALLS; ++call) {
+        for (int i = 0; i < SOCK_RX_MSGS; ++i) {
+            ch->rmsgs[i].msg_hdr.msg_namelen = sizeof(ch->rsrcs[i]);
+            ch->rmsgs[i].msg_hdr.msg_controllen = ch->gro ? SOCK_CTL_SPACE : 0;
+            ch->rmsgs[i].msg_hdr.msg_flags = 0;
+        }
+        /* MSG_TRUNC: msg_len says the real length, so a datagram longer
+         * than the buffer shows as such */
+        int n = recvmmsg(ch->fd, ch->rmsgs, SOCK_RX_MSGS, MSG_DONTWAIT | MSG_TRUNC, NULL);
+        if (n <= 0) {
+            if (n < 0 && EAGAIN != errno && EWOULDBLOCK != errno && EINTR != errno) {
+                OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors); /* an ICMP error of our sends */
+                continue;
+            }
+            break;
+        }
+        for (int i = 0; i < n; ++i) {
+            recv_one(module, ch, i, ch->rmsgs[i].msg_len);
+        }
+        count += n;
+        if (n < SOCK_RX_MSGS) {
+            break;
+        }
+    }
+    return count;
+}
+
+static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    if (st->fast_deferred_valid) {
+        st->fast_deferred_valid = false;
+        opal_btl_usnic_recv_fast_finish(&module->eng, st->fast_deferred_ep, st->fast_buf);
+    }
+}
+
+/* One tiny receive of the priority channel for the engine's fast path
+ * (see opal_btl_usnic_transport_t.progress_fast) */
+static bool sock_progress_fast(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    sock_channel_t *ch = &st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    if (st->fast_deferred_valid || st->fast_in_upcall) {
+        return false;
+    }
+    struct sockaddr_in sin;
+    socklen_t slen = sizeof(sin);
+    ssize_t len = recvfrom(ch->fd, st->fast_buf, ch->mtu + 1, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *) &sin,
+                           &slen);
+    if (len < 0) {
+        module->prio_found_empty = (EAGAIN == errno || EWOULDBLOCK == errno);
+        return false;
+    }
+    uint64_t src = addr_of(&sin);
+    if ((size_t) len > ch->mtu) {
+        recv_datagram(module, ch, st->fast_buf, (size_t) len, src); /* counts it */
+        return false;
+    }
+    if (!source_ok(module, ch, st->fast_buf, (size_t) len, src)) {
+        return false; /* counted */
+    }
+    opal_btl_usnic_endpoint_t *ep = NULL;
+    st->fast_in_upcall = true;
+    opal_btl_usnic_fast_t how =
+        opal_btl_usnic_recv_fast(&module->eng, opal_btl_usnic_lookup_sender, st->fast_buf, (size_t) len, &ep);
+    st->fast_in_upcall = false;
+    if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
+        st->fast_deferred_valid = true;
+        st->fast_deferred_ep = ep;
+        return true;
+    }
+    if (OPAL_BTL_USNIC_FAST_DECLINED == how) {
+        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, st->fast_buf, (size_t) len);
+    }
+    return false;
+}
+
+static int sock_progress(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    finish_deferred_fast_recv(module);
+    sock_flush(module); /* what the kernel did not take last time */
+    int count = 0;
+    if (!module->prio_found_empty) {
+        count += chan_poll(module, &st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL]);
+    }
+    module->prio_found_empty = false;
+    count += chan_poll(module, &st->chan[OPAL_BTL_USNIC_DATA_CHANNEL]);
+    return count;
+}
+
+/* Finalize: the queues out, waiting a little for room in the socket
+ * buffers (the goodbyes are in them) */
+static void sock_drain(opal_btl_usnic_module_t *module)
+{
+    if (NULL == module->sock) {
+        return;
+    }
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        sock_channel_t *ch = &module->sock->chan[c];
+        for (int wait = 0; ch->fd >= 0 && ch->tx_count > 0 && wait < 100; ++wait) {
+            chan_flush(module, ch);
+            if (ch->tx_count > 0) {
+                struct pollfd pfd = {.fd = ch->fd, .events = POLLOUT};
+                (void) poll(&pfd, 1, 1);
+            }
+        }
+    }
+}
+
+static void sock_quiesce(opal_btl_usnic_module_t *module)
+{
+    (void) module; /* the queues are the only thing held, and drain empties them */
+}
+
+/* ===================== peers ===================== */
+
+static int sock_add_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+                         const opal_btl_usnic_modex_t *remote)
+{
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        ep->peer_addr[c] = addr_pack(remote->ipv4, remote->ports[c]);
+    }
+    opal_btl_usnic_gso_path_init(&ep->gso, module->sock->gso);
+    return OPAL_SUCCESS;
+}
+
+static void sock_del_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
+{
+    (void) module;
+    (void) ep;
+}
+
+/* ===================== open and close ===================== */
+
+static void show_sock_error(opal_btl_usnic_module_t *module, const char *call, int err)
+{
+    opal_btl_usnic_show_help(false, "socket wire failed", opal_process_info.nodename, module->if_name, call,
+                             strerror(err));
+}
+
+/* A socket buffer of |want| bytes: forced where we may (root, or
+ * CAP_NET_ADMIN), else as much as net.core.[rw]mem_max allows.  Returns
+ * what the kernel granted. */
+static long ask_buffer(int fd, int force_opt, int opt, int want)
+{
+    if (0 != setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want))) {
+        (void) setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
+    }
+    int got = 0;
+    socklen_t len = sizeof(got);
+    return (0 == getsockopt(fd, SOL_SOCKET, opt, &got, &len)) ? got : -1;
+}
+
+/* A non-blocking UDP socket bound to |ipv4| (any port), with the DF bit
+ * set: a datagram the path cannot carry fails instead of fragmenting */
+static int bound_socket(uint32_t ipv4, int *err_p)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err_p = errno;
+        return -1;
+    }
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = ipv4};
+    int pmtu = IP_PMTUDISC_DO;
+    if (0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
+        0 != setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu))) {
+        *err_p = errno;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool opal_btl_usnic_wire_sock_usable(uint32_t ipv4, char *why, size_t len)
+{
+    int err = 0;
+    int fd = bound_socket(ipv4, &err);
+    if (fd < 0) {
+        snprintf(why, len, "a UDP socket on the interface's address: %s", strerror(err));
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+/* Kernel memory of the datagrams waiting in |fd|'s receive buffer */
+static long rmem_alloc(int fd)
+{
+    uint32_t info[SK_MEMINFO_VARS];
+    socklen_t len = sizeof(info);
+    if (0 != getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &len) || len < sizeof(uint32_t) * (SK_MEMINFO_RMEM_ALLOC + 1)) {
+        return -1;
+    }
+    return (long) info[SK_MEMINFO_RMEM_ALLOC];
+}
+
+/* What the kernel charges the receive buffer of |ch| for |segs|
+ * datagrams of |size| bytes sent as one (offload) send: measured by
+ * sending them to the socket itself.  -1 if that did not work. */
+static long measure_charge(sock_state_t *st, sock_channel_t *ch, size_t size, unsigned segs)
+{
+    struct sockaddr_in self;
+    socklen_t slen = sizeof(self);
+    size_t total = size * segs;
+    uint8_t *buf = (uint8_t *) calloc(1, total > ch->rbuf_size ? total : ch->rbuf_size);
+    if (NULL == buf || 0 != getsockname(ch->fd, (struct sockaddr *) &self, &slen)) {
+        free(buf);
+        return -1;
+    }
+    struct iovec iov = {.iov_base = buf, .iov_len = total};
+    struct msghdr mh = {.msg_name = &self, .msg_namelen = sizeof(self), .msg_iov = &iov, .msg_iovlen = 1};
+    if (segs > 1) {
+        mh.msg_control = st->gso_ctl;
+        mh.msg_controllen = sizeof(st->gso_ctl);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t seg = (uint16_t) size;
+        memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+    }
+    long charge = -1;
+    if (sendmsg(ch->fd, &mh, 0) == (ssize_t) total) {
+        for (int wait = 0; wait < 100 && charge <= 0; ++wait) {
+            struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+            (void) poll(&pfd, 1, 1);
+            charge = rmem_alloc(ch->fd);
+        }
+    }
+    while (recv(ch->fd, buf, ch->rbuf_size, MSG_DONTWAIT) >= 0) {
+        /* drop what the probe sent */
+    }
+    free(buf);
+    return charge;
+}
+
+/* Datagrams the data channel holds between two progress passes: its
+ * granted buffer over what the kernel charges per datagram (measured:
+ * 2304 bytes for 1472 on loopback, 65832 for 65000; a coalesced run of 44
+ * x 1472 is charged about 65.6 KB as one, and dropped as one when it does
+ * not fit) */
+static uint32_t rx_capacity(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    sock_channel_t *data = &st->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    long single = measure_charge(st, data, data->mtu, 1);
+    long per = single;
+    const char *how = "one datagram";
+    if (data->gro && st->gso && module->caps.max_batch > 1) {
+        long run = measure_charge(st, data, data->mtu, module->caps.max_batch);
+        if (run > 0) {
+            per = run / (long) module->caps.max_batch; /* bulk data arrives in such runs */
+            how = "a coalesced run";
+        }
+    }
+    if (per <= 0) {
+        per = (long) data->mtu + 832; /* the kernel's overhead per datagram as measured on 6.1 */
+        how = "estimated";
+    }
+    st->charge = (size_t) per;
+    long datagrams = data->rcvbuf / per;
+    opal_btl_usnic_verbose(5, "%s: receive buffer %ld bytes, charged %ld bytes per datagram of %zu (%s): %ld "
+                           "datagrams", module->if_name, data->rcvbuf, per, data->mtu, how, datagrams);
+    return (datagrams > 0) ? (uint32_t) datagrams : 1;
+}
+
+static int chan_alloc(sock_channel_t *ch, uint32_t credits)
+{
+    ch->tx_cap = credits;
+    ch->tx = (sock_tx_t *) calloc(credits, sizeof(*ch->tx));
+    ch->rbuf_size = ch->gro ? SOCK_GRO_BUF : ch->mtu + 1;
+    ch->rbufs = (uint8_t *) malloc(ch->rbuf_size * SOCK_RX_MSGS);
+    ch->rmsgs = (struct mmsghdr *) calloc(SOCK_RX_MSGS, sizeof(*ch->rmsgs));
+    ch->riovs = (struct iovec *) calloc(SOCK_RX_MSGS, sizeof(*ch->riovs));
+    ch->rsrcs = (struct sockaddr_in *) calloc(SOCK_RX_MSGS, sizeof(*ch->rsrcs));
+    ch->rctl = (uint8_t *) calloc(SOCK_RX_MSGS, SOCK_CTL_SPACE);
+    if (NULL == ch->tx || NULL == ch->rbufs || NULL == ch->rmsgs || NULL == ch->riovs || NULL == ch->rsrcs ||
+        NULL == ch->rctl) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (int i = 0; i < SOCK_RX_MSGS; ++i) {
+        ch->riovs[i].iov_base = ch->rbufs + (size_t) i * ch->rbuf_size;
+        ch->riovs[i].iov_len = ch->rbuf_size;
+        struct msghdr *mh = &ch->rmsgs[i].msg_hdr;
+        mh->msg_name = &ch->rsrcs[i];
+        mh->msg_iov = &ch->riovs[i];
+        mh->msg_iovlen = 1;
+        mh->msg_control = ch->rctl + (size_t) i * SOCK_CTL_SPACE;
+    }
+    return OPAL_SUCCESS;
+}
+
+/* One channel's socket: bound, buffers asked for, coalescing where
+ * wanted and possible; its port goes into the caps */
+static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool want_gro)
+{
+    opal_btl_usnic_component_t *comp = &mca_btl_usnic_component;
+    sock_channel_t *ch = &module->sock->chan[c];
+    int err = 0;
+    ch->index = c;
+    ch->fd = bound_socket(module->ipv4, &err);
+    if (ch->fd < 0) {
+        show_sock_error(module, "socket/bind", err);
+        return OPAL_ERR_UNREACH;
+    }
+    ch->rcvbuf = ask_buffer(ch->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
+    ch->sndbuf = ask_buffer(ch->fd, SO_SNDBUFFORCE, SO_SNDBUF, comp->sock_sndbuf);
+    int one = 1;
+    ch->gro = want_gro && 0 == setsockopt(ch->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+    if (want_gro && !ch->gro) {
+        opal_btl_usnic_verbose(5, "%s: no coalesced receives (UDP_GRO: %s)", module->if_name, strerror(errno));
+    }
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    if (0 != getsockname(ch->fd, (struct sockaddr *) &sin, &len)) {
+        show_sock_error(module, "getsockname", errno);
+        return OPAL_ERROR;
+    }
+    module->caps.port[c] = ntohs(sin.sin_port);
+    return OPAL_SUCCESS;
+}
+
+/* Does this kernel take UDP_SEGMENT?  (Setting the socket's default
+ * segment size to 0, "none", is harmless and fails where unknown.) */
+static bool probe_gso(opal_btl_usnic_module_t *module, int fd)
+{
+    if (!mca_btl_usnic_component.sock_gso) {
+        opal_btl_usnic_verbose(5, "%s: no segmentation offload (btl_usnic_sock_gso false)", module->if_name);
+        return false;
+    }
+    int zero = 0;
+    if (0 != setsockopt(fd, SOL_UDP, UDP_SEGMENT, &zero, sizeof(zero))) {
+        opal_btl_usnic_verbose(5, "%s: no segmentation offload (UDP_SEGMENT: %s): sendmmsg", module->if_name,
+                               strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Datagram sizes of the two channels, from the interface MTU and the
+ * parameters */
+static int sock_sizes(opal_btl_usnic_module_t *module)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    sock_state_t *st = module->sock;
+    int if_mtu = opal_btl_usnic_if_mtu(module->if_name);
+    size_t mtu = opal_btl_usnic_datagram_cap(
+        opal_btl_usnic_datagram_mtu(OPAL_BTL_USNIC_UDP_MAX_PAYLOAD, 0, if_mtu > 0 ? if_mtu : 1500));
+    if (mtu < OPAL_BTL_USNIC_MIN_MTU) {
+        opal_btl_usnic_show_help(true, "mtu too small", opal_process_info.nodename, module->if_name, "socket",
+                                 (size_t) OPAL_BTL_USNIC_UDP_MAX_PAYLOAD, (size_t) 0, if_mtu,
+                                 (size_t) OPAL_BTL_USNIC_MIN_MTU);
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    size_t tiny = (0 != c->priority_limit) ? (size_t) c->priority_limit : SOCK_DEFAULT_TINY_MTU;
+    st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu = mtu;
+    st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu = (tiny < mtu) ? tiny : mtu;
+    return OPAL_SUCCESS;
+}
+
+/* Send credits of the data channel: the datagrams its queue may hold,
+ * about 4 MiB of them (they also size the engine's first free lists) */
+static uint32_t data_credits(size_t mtu)
+{
+    size_t n = (size_t) (4u << 20) / mtu;
+    return (uint32_t) (n < 64 ? 64 : n > 1024 ? 1024 : n);
+}
+
+static void sock_caps(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    opal_btl_usnic_transport_caps_t *caps = &module->caps;
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        caps->max_datagram[c] = st->chan[c].mtu;
+    }
+    size_t mtu = st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu;
+    caps->prefix = 0;
+    caps->needs_mr = false;
+    caps->gathers = true; /* sendmsg takes a header and a payload from elsewhere */
+    caps->reports_source = OPAL_BTL_USNIC_PROTECT_NONE != mca_btl_usnic_component.protection;
+    caps->inject_size = 0;
+    caps->send_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = data_credits(mtu);
+    caps->send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = SOCK_PRIO_CREDITS;
+    /* a batch: the datagrams of one offload send */
+    size_t batch = OPAL_BTL_USNIC_UDP_MAX_PAYLOAD / mtu;
+    caps->max_batch = (uint32_t) (batch < 1 ? 1 : batch > OPAL_BTL_USNIC_GSO_MAX_SEGS ? OPAL_BTL_USNIC_GSO_MAX_SEGS
+                                                                                      : batch);
+}
+
+static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+{
+    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    module->sock = (sock_state_t *) calloc(1, sizeof(*module->sock));
+    if (NULL == module->sock) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    sock_state_t *st = module->sock;
+    for (int ch = 0; ch < OPAL_BTL_USNIC_NUM_CHANNELS; ++ch) {
+        st->chan[ch].fd = -1;
+    }
+    opal_btl_usnic_ext_refine(module, NULL, info, NULL); /* netmask, link speed, interface name */
+    int rc = sock_sizes(module);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    int prio_rcvbuf = c->sock_rcvbuf / 4 > (256 << 10) ? c->sock_rcvbuf / 4 : (256 << 10);
+    if (OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL, prio_rcvbuf, false)) ||
+        OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_DATA_CHANNEL, c->sock_rcvbuf, c->sock_gro))) {
+        return rc;
+    }
+    st->gso = probe_gso(module, st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].fd);
+    sock_caps(module);
+    for (int ch = 0; ch < OPAL_BTL_USNIC_NUM_CHANNELS; ++ch) {
+        if (OPAL_SUCCESS != chan_alloc(&st->chan[ch], module->caps.send_credits[ch])) {
+            return OPAL_ERR_OUT_OF_RESOURCE;
+        }
+    }
+    st->fast_buf = (uint8_t *) malloc(st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu + 1);
+    if (NULL == st->fast_buf) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    module->caps.rx_capacity = rx_capacity(module);
+    module->wire_flags = (uint8_t) ((st->gso ? OPAL_BTL_USNIC_WIRE_FLAG_GSO : 0) |
+                                    (st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].gro ? OPAL_BTL_USNIC_WIRE_FLAG_GRO : 0));
+    const sock_channel_t *data = &st->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
+    opal_btl_usnic_verbose(5, "%s: socket wire: datagrams of %zu bytes (tiny %zu), segmentation offload %s (%u a "
+                           "send), coalesced receives %s; data socket buffers: receive %ld bytes granted of %d "
+                           "asked, send %ld of %d",
+                           module->if_name, data->mtu, st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].mtu,
+                           st->gso ? "on" : "off", (unsigned) module->caps.max_batch, data->gro ? "on" : "off",
+                           data->rcvbuf, c->sock_rcvbuf, data->sndbuf, c->sock_sndbuf);
+    return OPAL_SUCCESS;
+}
+
+/* Close the sockets; datagrams still queued are given up (their
+ * completions, so that every segment is back on its free list) */
+static void sock_close(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    if (NULL == st) {
+        return;
+    }
+    for (int c = OPAL_BTL_USNIC_NUM_CHANNELS - 1; c >= 0; --c) {
+        sock_channel_t *ch = &st->chan[c];
+        if (NULL != ch->tx) {
+            tx_complete(module, ch, ch->tx_count);
+        }
+        if (ch->fd >= 0) {
+            close(ch->fd);
+            ch->fd = -1;
+        }
+        free(ch->tx);
+        free(ch->rbufs);
+        free(ch->rmsgs);
+        free(ch->riovs);
+        free(ch->rsrcs);
+        free(ch->rctl);
+        memset(ch, 0, sizeof(*ch));
+        ch->fd = -1;
+    }
+}
+
+static void sock_fini(opal_btl_usnic_module_t *module)
+{
+    if (NULL == module->sock) {
+        return;
+    }
+    free(module->sock->fast_buf);
+    free(module->sock);
+    module->sock = NULL;
+}
+
+/* Nothing is registered: caps.needs_mr is false, the engine never asks */
+static int sock_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p)
+{
+    (void) module;
+    (void) base;
+    (void) len;
+    *handle_p = NULL;
+    *desc_p = NULL;
+    return OPAL_SUCCESS;
+}
+
+static void sock_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
+{
+    (void) module;
+    (void) handle;
+}
+
+const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
+    .name = "socket",
+    .open = sock_open,
+    .add_peer = sock_add_peer,
+    .del_peer = sock_del_peer,
+    .post = sock_post,
+    .flush = sock_flush,
+    .post_wait = sock_post_wait,
+    .progress = sock_progress,
+    .progress_fast = sock_progress_fast,
+    .drain = sock_drain,
+    .quiesce = sock_quiesce,
+    .close = sock_close,
+    .fini = sock_fini,
+    .mem_reg = sock_mem_reg,
+    .mem_unreg = sock_mem_unreg,
+};

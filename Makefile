@@ -42,6 +42,11 @@ LDFLAGS_PAL = -L$(OMPI_LIB) -Wl,-rpath,$(OMPI_LIB) -lopen-pal
 LDLIBS_HWLOC = $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 # datagram tags and key derivation (btl_usnic_auth.c; libsodium-dev)
 LDLIBS_SODIUM = $(shell pkg-config --libs libsodium 2>/dev/null || echo -lsodium)
+# large datagrams' tags (btl_usnic_auth.c), optional: OpenSSL's libcrypto
+# (libssl-dev) where pkg-config finds it
+HAVE_LIBCRYPTO := $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1 || echo 0)
+LDLIBS_CRYPTO = $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --libs libcrypto))
+CPPFLAGS += -DOPAL_BTL_USNIC_HAVE_LIBCRYPTO=$(HAVE_LIBCRYPTO) $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --cflags libcrypto))
 
 ENGINE_SRCS = btl_usnic_auth.c btl_usnic_connectivity.c btl_usnic_batch.c btl_usnic_slab.c btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_put.c
 COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_pml.c btl_usnic_away.c btl_usnic_help.c btl_usnic_component.c btl_usnic_module.c btl_usnic_btl.c btl_usnic_peers.c btl_usnic_wire_ofi.c btl_usnic_wire_sock.c btl_usnic_inject.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_ext.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
@@ -63,7 +68,7 @@ $(BUILD)/%.o: %.c $(HEADERS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(SO): $(OBJS)
-	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC) $(LDLIBS_SODIUM)
+	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC) $(LDLIBS_SODIUM) $(LDLIBS_CRYPTO)
 
 include test/unit/Makefile.inc
 

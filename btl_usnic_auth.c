@@ -25,7 +25,12 @@
  * AES-256-GCM where both ends' CPUs have AES-NI and PCLMUL (about 55 ns
  * for a header, 300 ns for 1472 bytes on this project's test machines),
  * ChaCha20-Poly1305 otherwise (about 200 / 640 ns); both from libsodium, a
- * small audited library, through its one-shot calls.  SipHash would need
+ * small audited library, through its one-shot calls.  Datagrams of 2 KiB
+ * and more (the socket wire's, up to 65 KB) are tagged by OpenSSL's
+ * AES-GCM where the component is built with libcrypto: the same tag, its
+ * GHASH twice as fast (15 against 7 GB/s), and it takes the associated
+ * data in pieces, so a PUT's payload is tagged where it lies (no copy);
+ * ChaCha20-Poly1305 in pieces streams libsodium's Poly1305.  SipHash would need
  * no nonce but costs 740 ns per 1472 bytes and gives a 64-bit tag; keyed
  * BLAKE2b and HMAC-SHA256 cost 1.8 and 2.4 us.  The 96-bit nonce is the
  * header's 64-bit nonce field and 32 zero bits.
@@ -52,11 +57,18 @@
  *
  * What each protection mode (btl_usnic_protection) stops is in README.txt.
  */
+#include "opal_config.h"
+
 #include "btl_usnic_auth.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
+#    include <openssl/evp.h>
+#endif
 
 unsigned opal_btl_usnic_auth_init(void)
 {
@@ -125,17 +137,79 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
     return (both & OPAL_BTL_USNIC_MAC_CHACHAPOLY) ? OPAL_BTL_USNIC_MAC_CHACHAPOLY : 0u;
 }
 
+/* ----- OpenSSL's AES-256-GCM, for large datagrams (see OPAL_BTL_USNIC_MAC_EVP_MIN) ----- */
+
+#if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
+static void *evp_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    if (NULL != c && 1 != EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL)) {
+        EVP_CIPHER_CTX_free(c);
+        c = NULL;
+    }
+    return c; /* NULL: libsodium tags every size */
+}
+
+static void evp_free(void *ctx)
+{
+    EVP_CIPHER_CTX_free((EVP_CIPHER_CTX *) ctx);
+}
+
+/* The GCM tag of |a| || |b| as associated data, nothing encrypted:
+ * OpenSSL takes the associated data in pieces.  False if OpenSSL
+ * failed (the caller falls back). */
+static bool evp_tag(void *ctx, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+                    uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    EVP_CIPHER_CTX *c = (EVP_CIPHER_CTX *) ctx;
+    uint8_t none[16];
+    int l = 0;
+    return 1 == EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) &&
+           (0 == alen || 1 == EVP_EncryptUpdate(c, NULL, &l, a, (int) alen)) &&
+           (0 == blen || 1 == EVP_EncryptUpdate(c, NULL, &l, b, (int) blen)) && 1 == EVP_EncryptFinal_ex(c, none, &l) &&
+           1 == EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OPAL_BTL_USNIC_TAG_BYTES, tag);
+}
+#else
+static void *evp_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    (void) key;
+    return NULL;
+}
+
+static void evp_free(void *ctx)
+{
+    (void) ctx;
+}
+
+static bool evp_tag(void *ctx, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+                    uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    (void) ctx, (void) iv, (void) a, (void) alen, (void) b, (void) blen, (void) tag;
+    return false;
+}
+#endif
+
+bool opal_btl_usnic_mac_gathers(void)
+{
+    return OPAL_BTL_USNIC_HAVE_LIBCRYPTO;
+}
+
 void opal_btl_usnic_mac_init(opal_btl_usnic_mac_t *m, unsigned alg, const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
 {
     m->alg = alg;
     memcpy(m->key, key, OPAL_BTL_USNIC_KEY_BYTES);
+    m->evp = NULL;
     if (OPAL_BTL_USNIC_MAC_AESGCM == alg) {
         crypto_aead_aes256gcm_beforenm(&m->aes, key);
+        m->evp = evp_new(key);
     }
 }
 
 void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m)
 {
+    if (NULL != m->evp) {
+        evp_free(m->evp);
+    }
     sodium_memzero(m, sizeof(*m));
 }
 
@@ -147,19 +221,86 @@ static void nonce_bytes(uint64_t nonce, uint8_t out[12])
     memset(out + 8, 0, 4);
 }
 
+/* ChaCha20-Poly1305 (RFC 8439) of |a| || |b| as associated data and an
+ * empty message, streamed through libsodium's Poly1305: the one-time key
+ * is the first 32 bytes of the ChaCha20 block 0 for |iv|, the MAC input
+ * the associated data, zeros to 16 bytes, and the two lengths (the
+ * message's is 0).  The same tag as libsodium's one-shot AEAD. */
+static void chacha_tag2(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], const uint8_t iv[12], const uint8_t *a,
+                        size_t alen, const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t block0[64];
+    crypto_stream_chacha20_ietf(block0, sizeof(block0), iv, key);
+    crypto_onetimeauth_poly1305_state st;
+    crypto_onetimeauth_poly1305_init(&st, block0);
+    crypto_onetimeauth_poly1305_update(&st, a, alen);
+    crypto_onetimeauth_poly1305_update(&st, b, blen);
+    static const uint8_t zeros[16] = {0};
+    size_t total = alen + blen;
+    crypto_onetimeauth_poly1305_update(&st, zeros, (16 - total % 16) % 16);
+    uint8_t lens[16] = {0};
+    for (int i = 0; i < 8; ++i) {
+        lens[i] = (uint8_t) ((uint64_t) total >> (8 * i)); /* lens[8..15]: the empty message */
+    }
+    crypto_onetimeauth_poly1305_update(&st, lens, sizeof(lens));
+    crypto_onetimeauth_poly1305_final(&st, tag);
+    sodium_memzero(block0, sizeof(block0));
+    sodium_memzero(&st, sizeof(st));
+}
+
+/* libsodium's one-shot AEADs, nothing encrypted: the datagram is associated data */
+static void sodium_tag(const opal_btl_usnic_mac_t *m, const uint8_t iv[12], const uint8_t *data, size_t len,
+                       uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t none[1] = {0};
+    unsigned long long taglen = 0;
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
+        crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &taglen, none, 0, data, len, NULL, iv, &m->aes);
+    } else {
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, tag, &taglen, none, 0, data, len, NULL, iv, m->key);
+    }
+}
+
+void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *a, size_t alen,
+                             const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    uint8_t iv[12];
+    nonce_bytes(nonce, iv);
+    if (OPAL_BTL_USNIC_MAC_AESGCM != m->alg && OPAL_BTL_USNIC_MAC_CHACHAPOLY != m->alg) {
+        memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
+        return;
+    }
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->evp && alen + blen >= OPAL_BTL_USNIC_MAC_EVP_MIN &&
+        evp_tag(m->evp, iv, a, alen, b, blen, tag)) {
+        return;
+    }
+    if (0 == blen) {
+        sodium_tag(m, iv, a, alen, tag);
+    } else if (OPAL_BTL_USNIC_MAC_CHACHAPOLY == m->alg) {
+        chacha_tag2(m->key, iv, a, alen, b, blen, tag);
+    } else {
+        /* AES-GCM in two parts without OpenSSL: side by side first (the
+         * engine gathers only where opal_btl_usnic_mac_gathers, so this
+         * is a small datagram, or a path no production run takes) */
+        uint8_t small[OPAL_BTL_USNIC_MAC_EVP_MIN];
+        uint8_t *joined = (alen + blen <= sizeof(small)) ? small : (uint8_t *) malloc(alen + blen);
+        if (NULL == joined) {
+            memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no memory: a tag no receiver accepts (resent) */
+            return;
+        }
+        memcpy(joined, a, alen);
+        memcpy(joined + alen, b, blen);
+        sodium_tag(m, iv, joined, alen + blen, tag);
+        if (joined != small) {
+            free(joined);
+        }
+    }
+}
+
 void opal_btl_usnic_mac_tag(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,
                             uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
-    uint8_t iv[12], none[1] = {0}; /* nothing is encrypted: the datagram is associated data */
-    unsigned long long taglen = 0;
-    nonce_bytes(nonce, iv);
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
-        crypto_aead_aes256gcm_encrypt_detached_afternm(none, tag, &taglen, none, 0, data, len, NULL, iv, &m->aes);
-    } else if (OPAL_BTL_USNIC_MAC_CHACHAPOLY == m->alg) {
-        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, tag, &taglen, none, 0, data, len, NULL, iv, m->key);
-    } else {
-        memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
-    }
+    opal_btl_usnic_mac_tag2(m, nonce, data, len, NULL, 0, tag);
 }
 
 bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,
@@ -167,6 +308,10 @@ bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, con
 {
     uint8_t iv[12], none[1] = {0};
     nonce_bytes(nonce, iv);
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->evp && len >= OPAL_BTL_USNIC_MAC_EVP_MIN) {
+        uint8_t want[OPAL_BTL_USNIC_TAG_BYTES];
+        return evp_tag(m->evp, iv, data, len, NULL, 0, want) && 0 == sodium_memcmp(want, tag, sizeof(want));
+    }
     if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
         return 0 == crypto_aead_aes256gcm_decrypt_detached_afternm(none, NULL, none, 0, tag, data, len, iv, &m->aes);
     }

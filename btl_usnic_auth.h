@@ -15,6 +15,13 @@
 
 #include <sodium.h>
 
+/* Built with OpenSSL's libcrypto (configure.m4 / Makefile find it): large
+ * datagrams are tagged by its AES-GCM, and payloads gathered from
+ * elsewhere need no copy under full protection.  0/1, tested with #if. */
+#ifndef OPAL_BTL_USNIC_HAVE_LIBCRYPTO
+#    define OPAL_BTL_USNIC_HAVE_LIBCRYPTO 0
+#endif
+
 #define OPAL_BTL_USNIC_KEY_BYTES 32 /* every key */
 #define OPAL_BTL_USNIC_ID_BYTES 16  /* a module's random identity */
 #define OPAL_BTL_USNIC_TAG_BYTES 16 /* the tag in every header */
@@ -87,10 +94,25 @@ typedef struct opal_btl_usnic_mac_t {
     unsigned alg;                      /* OPAL_BTL_USNIC_MAC_*; 0 = no key (protection none) */
     uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
     crypto_aead_aes256gcm_state aes;   /* expanded key (AES-GCM only) */
+    void *evp;                         /* OpenSSL's AES-256-GCM context with the key set, for large
+                                          datagrams; NULL without (built without libcrypto) */
 } opal_btl_usnic_mac_t;
 
+/* Datagrams from this many bytes on are tagged by OpenSSL's AES-GCM where
+ * the component is built with libcrypto: its GHASH runs twice as fast as
+ * libsodium's on large inputs (15 against 7 GB/s on the test machines),
+ * but each call costs about 150 ns more, so small ones stay with
+ * libsodium.  Both compute the same tag. */
+#define OPAL_BTL_USNIC_MAC_EVP_MIN 2048
+
+/* Initialize |m| for |alg| with |key|; opal_btl_usnic_mac_clear undoes it */
 void opal_btl_usnic_mac_init(opal_btl_usnic_mac_t *m, unsigned alg, const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES]);
 void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m);
+
+/* Can a datagram whose payload lies elsewhere be tagged without copying
+ * it (opal_btl_usnic_mac_tag2 streaming both parts)?  True where built
+ * with libcrypto: libsodium's AES-GCM takes one contiguous buffer only. */
+bool opal_btl_usnic_mac_gathers(void);
 
 /**
  * The tag of the |len| bytes at |data| (the covered part of a datagram,
@@ -99,6 +121,12 @@ void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m);
  */
 void opal_btl_usnic_mac_tag(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,
                             uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES]);
+
+/* The tag of the |alen| bytes at |a| followed by the |blen| bytes at |b|
+ * (a header in our buffer and a payload gathered from the user's):
+ * the same as opal_btl_usnic_mac_tag of the two side by side */
+void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *a, size_t alen,
+                             const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES]);
 
 /* Is |tag| the tag of |data| under |nonce|?  (constant time) */
 bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *data, size_t len,

@@ -139,14 +139,20 @@ static void mem_unreg(void *ctx, void *handle)
     module->transport->mem_unreg(module, handle);
 }
 
+/* Largest default window: every segment of the window costs each peer's
+ * endpoint a reassembly slot, a timer room and bitmap entries (about
+ * 300 bytes), and 512 segments in flight already carry 750 KB of 1472-byte
+ * datagrams per round trip (GB/s at tens of microseconds) */
+#define OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX 512u
+
 /* Window default: keep one peer's un-ACKed data inside half of the
  * receive capacity.  A power of two (see opal_btl_usnic_endpoint_init_rel),
- * at least 16. */
+ * at least 16, at most OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX. */
 static uint32_t default_window(const opal_btl_usnic_module_t *module)
 {
     long datagrams = (long) module->caps.rx_capacity;
     uint32_t w = 16;
-    while (w < 4096 && (long) (2 * w) <= datagrams / 2) {
+    while (w < OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX && (long) (2 * w) <= datagrams / 2) {
         w *= 2;
     }
     opal_btl_usnic_verbose(10, "%s: default window %u", module->if_name, w);

@@ -142,8 +142,10 @@ static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     return ep->rx.ack_owed;
 }
 
-void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
-                         size_t len)
+/* Nonce and tag of a datagram of |len| bytes at |hdr| followed by
+ * |ext_len| bytes at |ext| (a payload gathered from elsewhere) */
+static void seal_parts(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                       size_t len, const uint8_t *ext, size_t ext_len)
 {
     uint64_t nonce = ep->tx.nonce++;
     hdr->nonce = opal_btl_usnic_wire64(nonce);
@@ -151,16 +153,26 @@ void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
     if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
         return;
     }
-    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) ? len : opal_btl_usnic_hdr_len(hdr->type);
-    opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, covered, hdr->mac);
+    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) {
+        opal_btl_usnic_mac_tag2(&ep->tx.mac, nonce, (const uint8_t *) hdr, len, ext, ext_len, hdr->mac);
+    } else {
+        opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, opal_btl_usnic_hdr_len(hdr->type),
+                               hdr->mac);
+    }
+}
+
+void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                         size_t len)
+{
+    seal_parts(eng, ep, hdr, len, NULL, 0);
 }
 
 void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg)
 {
-    /* full protection covers the payload too; the engine then never
-     * gathers a payload from elsewhere (engine_init turns gather_send off) */
-    opal_btl_usnic_seal(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg));
+    /* full protection covers a gathered payload where it lies (engine_init
+     * gathers under full protection only where the MAC streams) */
+    seal_parts(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg), seg->ext_data, seg->ext_len);
 }
 
 static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -724,7 +736,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
 {
     memset(&eng->stats, 0, sizeof(eng->stats));
     eng->p = *params;
-    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) {
+    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect && !opal_btl_usnic_mac_gathers()) {
         eng->p.gather_send = false; /* the tag covers the payload: it must be in the segment */
     }
     eng->nonce_generation = 0;

@@ -9,12 +9,13 @@ set -euo pipefail
 
 BUILD_PACKAGES=(
     build-essential pkg-config libopenmpi-dev openmpi-bin libfabric-dev libfabric-bin
-    libhwloc-dev libevent-dev libsodium-dev
+    libhwloc-dev libevent-dev libsodium-dev libssl-dev
 )
 # clang + libclang-rt-14-dev: the libFuzzer target; lammps hpcc python3-mpi4py
 # python3-numpy: the real MPI clients suite; python3-mpi4py also the
-# dynamic-process suite (mpi4py.futures)
-TEST_PACKAGES=(valgrind netpipe-openmpi iproute2 nftables bc procps clang libclang-rt-14-dev
+# dynamic-process suite (mpi4py.futures); ethtool: the two-host suite's
+# HOSTS_GSO=soft (segmentation and GRO settings of the veths)
+TEST_PACKAGES=(valgrind netpipe-openmpi iproute2 nftables bc procps clang libclang-rt-14-dev ethtool
     lammps hpcc python3-mpi4py python3-numpy)
 
 packages=("${BUILD_PACKAGES[@]}")

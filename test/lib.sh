@@ -25,6 +25,18 @@
 #   oob_net_args NET   mpirun arguments keeping the runtime's TCP on NET
 #   series_dir DIR  DIR for 4.1, DIR-ompi<series> otherwise: binaries
 #                   built by one series' mpicc never run on the other
+#
+# Which wire (transport under the usnic BTL's engine) the suites run.
+# USNIC_WIRE=ofi|socket|auto puts "--mca btl_usnic_wire VALUE" on every
+# mpirun of a suite that honours it; unset or empty, nothing is added and
+# the plugin's default applies.  Command-line --mca, not an OMPI_MCA_
+# variable, so that it reaches the ranks on the namespaced "hosts" of
+# test/hosts the same way as on this one.  Sets, for the suites:
+#   WIRE_ARGS       the mpirun arguments (an array, empty when unset);
+#                   use as ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"}
+#   WIRE_NAME       USNIC_WIRE, or "default"
+#   print_wire      prints "wire: WIRE_NAME ..." (every suite's first line,
+#                   so a log says which wire it ran on)
 # ---------------------------------------------------------------------
 if [ -n "${USNIC_OMPI:-}" ] && [ "${USNIC_OMPI_ACTIVE:-}" != "$USNIC_OMPI" ]; then
     export PATH=$USNIC_OMPI/bin:$PATH
@@ -49,6 +61,30 @@ case "$OMPI_SERIES" in
         OOB_LO=()
         ;;
 esac
+
+case "${USNIC_WIRE:-}" in
+    "")
+        WIRE_ARGS=()
+        WIRE_NAME=default
+        ;;
+    ofi | socket | auto)
+        WIRE_ARGS=(--mca btl_usnic_wire "$USNIC_WIRE")
+        WIRE_NAME=$USNIC_WIRE
+        ;;
+    *)
+        echo "USNIC_WIRE='$USNIC_WIRE': ofi, socket, auto or unset" >&2
+        echo "0 passed, 1 failed"
+        exit 2
+        ;;
+esac
+
+print_wire() {
+    if [ ${#WIRE_ARGS[@]} -gt 0 ]; then
+        echo "wire: $WIRE_NAME (${WIRE_ARGS[*]} on every usnic job)"
+    else
+        echo "wire: default (USNIC_WIRE unset: no btl_usnic_wire given, the plugin's default applies)"
+    fi
+}
 
 rsh_agent_args() {
     if [ "$LAUNCHER" = orte ]; then

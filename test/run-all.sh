@@ -23,8 +23,14 @@
 # duplication/reordering, PUT, 1% loss and two-host suites again over
 # test/provider's "dgcheck", a libfabric provider with the usnic
 # provider's contract (registered memory, a message prefix, small CQs)
-# that counts every violation of it (zero asserted).  All
-# traffic stays on loopback (the host's or the namespace's).
+# that counts every violation of it (zero asserted).  All of those run on
+# the default wire (btl_usnic_wire auto: the socket wire on the udp
+# provider's interfaces); then the socket wire's own cases (segmentation
+# offload refused at run time by an LD_PRELOAD shim; two hosts over veth
+# pairs that cut GSO batches in software, MTU 1500 and 9000), and the
+# MPI, thread, dead-peer, duplication/reordering, PUT, 1% loss, two-host
+# and client suites again over the libfabric wire (btl_usnic_wire ofi).
+# All traffic stays on loopback (the host's or the namespace's).
 #
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
 # (with -Werror), installed there, and the unit, parameter, MPI
@@ -180,6 +186,25 @@ run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
 run_suite "dgcheck test provider (usnic contract: registered memory, prefix, small CQs)" \
     bash "$ROOT/test/provider/run-provider-tests.sh"
+
+# The socket wire's own cases, then suites again over the libfabric wire
+run_suite "socket wire: segmentation offload failing at run time (LD_PRELOAD shim)" \
+    bash "$ROOT/test/faults/run-gso-fallback-test.sh"
+run_suite "socket wire: two hosts over veth, MTU 1500, GSO cut in software, GRO" \
+    env USNIC_WIRE=socket HOSTS_MTU=1500 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
+run_suite "socket wire: two hosts over veth, MTU 9000, GSO cut in software, GRO" \
+    env USNIC_WIRE=socket HOSTS_MTU=9000 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
+W="ofi wire"
+run_suite "$W: MPI integration over usnic" env USNIC_WIRE=ofi BTL=usnic,self \
+    MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
+run_suite "$W: MPI_THREAD_MULTIPLE stress" env USNIC_WIRE=ofi bash "$ROOT/test/mpi/run-threads-stress.sh"
+run_suite "$W: dead peer" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-deadpeer-test.sh"
+run_suite "$W: duplication and reordering" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-dupreorder-test.sh"
+run_suite "$W: PUT, one-sided, forged PUTs" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-put-tests.sh"
+run_suite "$W: UDP loss 1 percent" env USNIC_WIRE=ofi LOSS_RATES=1 bash "$ROOT/test/faults/run-loss-tests.sh"
+run_suite "$W: two hosts over veth, MTU 9000, GSO cut in software" \
+    env USNIC_WIRE=ofi HOSTS_MTU=9000 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
+run_suite "$W: real MPI clients" env USNIC_WIRE=ofi bash "$ROOT/test/clients/run-client-tests.sh"
 
 find_ompi5
 if [[ -z "$OMPI5" ]]; then

@@ -7,6 +7,8 @@
 #   BTL                 BTL list for "--mca btl" (default: usnic,self)
 #   MPIRUN_EXTRA        extra mpirun arguments, split on whitespace
 #                       (e.g. "--mca btl_usnic_if_include lo")
+#   USNIC_WIRE          ofi | socket | auto: --mca btl_usnic_wire on every
+#                       job (test/lib.sh); unset: the plugin's default
 #   NETPIPE             1 (default) also runs NetPIPE's integrity check
 #   VALGRIND            1 (default) also runs the small case under valgrind
 #   MPI_TEST_BUILD_DIR  where binaries and logs go (default test/mpi/build)
@@ -49,7 +51,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # machine, and every TCP socket (runtime and tcp BTL alike) kept on lo.
 MPIRUN_ARGS=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none
              --mca pml ob1 --mca btl "$BTL"
-             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"})
+             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"}
+             ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"})
 read -r -a EXTRA_ARGS <<< "$MPIRUN_EXTRA"
 
 PASSED=0
@@ -384,6 +387,7 @@ run_netpipe() {
 # ---------------------------------------------------------------------
 
 total_start=$(now)
+print_wire
 echo "MPI tests: btl=$BTL extra='${MPIRUN_EXTRA}' build=$BUILD_DIR"
 
 vg_filter_selftest

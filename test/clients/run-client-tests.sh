@@ -15,6 +15,8 @@
 #   bash test/clients/run-client-tests.sh
 #
 # Environment:
+#   USNIC_WIRE       ofi | socket | auto: --mca btl_usnic_wire on every run
+#                    over usnic (test/lib.sh); unset: the plugin's default
 #   LOSS_RATE        percent of UDP datagrams dropped in the namespace (1);
 #                    0 skips the namespace part (it then counts as a FAIL,
 #                    never as a pass)
@@ -58,6 +60,7 @@ rm -rf "$LOG_DIR"/lammps-* "$LOG_DIR"/hpcc-* "$LOG_DIR"/netpipe-* "$LOG_DIR"/mpi
 PASSED=0
 FAILED=0
 START_ALL=$(date +%s)
+print_wire
 
 # ---------------------------------------------------------------------
 # Reporting
@@ -105,7 +108,7 @@ run_job() {
     local args=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none
                 --mca pml ob1 --mca btl "$btl" ${OOB_LO[@]+"${OOB_LO[@]}"})
     if [[ $btl == *usnic* ]]; then
-        args+=(--mca btl_usnic_if_include lo --mca btl_usnic_stats "$STATS_EVERY")
+        args+=(--mca btl_usnic_if_include lo --mca btl_usnic_stats "$STATS_EVERY" ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"})
     fi
     local pre=()
     [ "$IN_NETNS" = 1 ] && pre=(ip netns exec "$NETNS")

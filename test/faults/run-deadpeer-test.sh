@@ -42,7 +42,8 @@
 # 5 s is that second plus room for a loaded 2-core host running other
 # suites next to this one.
 #
-# Ends with "N passed, N failed".
+# Ends with "N passed, N failed".  USNIC_WIRE (test/lib.sh): --mca
+# btl_usnic_wire on every job.
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,6 +56,7 @@ LIMIT=${LIMIT:-60}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 passed=0
 failed=0
+print_wire
 mkdir -p "$BUILD"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/deadpeer" "$HERE/deadpeer.c" || { echo "0 passed, 1 failed"; exit 1; }
 HOST=$(hostname)
@@ -78,7 +80,7 @@ run_job() {
     shift
     local start=$EPOCHREALTIME
     stamped=$(timeout -k 5 "$LIMIT" mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 \
-                  --mca btl usnic,self --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} \
+                  --mca btl usnic,self --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} \
                   --mca btl_usnic_peer_timeout "$PEER_TIMEOUT" "$@" "$BUILD/deadpeer" "$mode" 2>&1 |
               while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done
               exit "${PIPESTATUS[0]}")

@@ -11,6 +11,8 @@
 # sealed with the sender's real key (a job process gone wrong: the tag
 # passes, the PUT checks must stop it); the ping-pong still verifies every byte and the targets count the
 # forgeries as drop_bad_put.  Ends with "N passed, N failed".
+# USNIC_WIRE (test/lib.sh): --mca btl_usnic_wire on every job (the nested
+# run-mpi-tests.sh takes it from the environment).
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,13 +26,14 @@ passed=0
 failed=0
 ok() { echo "ok   $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1"; [[ -n "${2:-}" ]] && tail -25 "$2" | sed 's/^/     /'; failed=$((failed + 1)); }
+print_wire
 
 mkdir -p "$BUILD"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/soak" "$HERE/soak.c" || { echo "0 passed, 1 failed"; exit 1; }
 
 log=$(mktemp)
 timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 \
+    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} \
     --mca btl_usnic_inject_faults "$SPEC" "$BUILD/soak" 3 >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS soak" "$log"; then ok "soak with $SPEC: data verified"; else bad "soak with $SPEC (rc=$rc)" "$log"; fi
@@ -54,7 +57,7 @@ mpicc -O2 -Wall -Wextra -Werror -I"$ROOT/test/mpi" -o "$BUILD/pingpong" "$ROOT/t
     { echo "$passed passed, $((failed + 1)) failed"; exit 1; }
 log=$(mktemp)
 timeout 180 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
-    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 \
+    --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} \
     --mca btl_usnic_inject_faults forge_put=3 "$BUILD/pingpong" >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS pingpong" "$log"; then ok "ping-pong with forged PUTs: data verified"; else bad "ping-pong with forged PUTs (rc=$rc)" "$log"; fi

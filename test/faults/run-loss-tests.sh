@@ -9,11 +9,17 @@
 #
 #   LOSS_RATES="1 5 20" bash test/faults/run-loss-tests.sh
 #
+# USNIC_WIRE (test/lib.sh) reaches the nested run-mpi-tests.sh through the
+# environment, which puts --mca btl_usnic_wire on its jobs.
+#
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 LOSS_RATES=${LOSS_RATES:-"1 5 20"}
+# shellcheck source=../lib.sh
+. "$ROOT/test/lib.sh"  # print_wire (USNIC_WIRE)
+print_wire
 # shellcheck source=netns.sh
 source "$HERE/netns.sh"
 

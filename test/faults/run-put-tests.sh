@@ -9,7 +9,8 @@
 # while the job runs, with protection full (the tag stops them) and none
 # (the PUT checks must): the data and the guard zones must stay intact and
 # the counters must show the forgeries dropped.  Ends with
-# "N passed, N failed".
+# "N passed, N failed".  USNIC_WIRE (test/lib.sh): --mca btl_usnic_wire on
+# every job.
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,7 +32,9 @@ done
 cc -O2 -Wall -Wextra -Werror -o "$BUILD/forge_put" "$HERE/forge_put.c" || { echo "0 passed, 1 failed"; exit 1; }
 
 MPIRUN=(mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 --mca btl usnic,self
-        --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600)
+        --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600
+        ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"})
+print_wire
 log=$(mktemp)
 flog=$(mktemp)
 trap 'rm -f "$log" "$flog"' EXIT

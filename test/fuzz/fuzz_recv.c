@@ -317,6 +317,7 @@ static void frame_classify(fz_frame_t *f)
     opal_btl_usnic_mac_init(&m, fx_mac_alg(), key);
     uint64_t nonce = opal_btl_usnic_host64(h->nonce);
     f->authentic = opal_btl_usnic_mac_check(&m, nonce, copy, f->len, h->mac);
+    opal_btl_usnic_mac_clear(&m);
     f->replay = f->authentic && OPAL_BTL_USNIC_REPLAY_NEW != opal_btl_usnic_replay_check(&S.replay[f->peer], nonce);
     if (f->authentic && !f->replay) {
         opal_btl_usnic_replay_accept(&S.replay[f->peer], nonce); /* the engine takes it now */

@@ -64,6 +64,11 @@ CPPFLAGS+=("${FABRIC_CFLAGS[@]}")
 CFLAGS=(-std=gnu11 -g -O1 -Wall -Wextra -Werror -mcx16 -fno-omit-frame-pointer)
 SAN=("-fsanitize=address,undefined" -fno-sanitize-recover=all)
 LIBS=(-L/usr/lib/x86_64-linux-gnu -lopen-pal -lsodium)
+# as the component is built: large datagrams tagged by OpenSSL where libcrypto is there
+if pkg-config --exists libcrypto 2>/dev/null; then
+    CPPFLAGS+=(-DOPAL_BTL_USNIC_HAVE_LIBCRYPTO=1)
+    LIBS+=(-lcrypto)
+fi
 
 build() {
     mkdir -p "$BUILD/obj" || return 1

@@ -17,6 +17,29 @@
 #
 # Processes run with their own UTS namespace whose hostname is the
 # namespace's name (ns_run), so Open MPI sees one node name per host.
+#
+# Link options (environment, read by hosts_create):
+#   HOSTS_MTU=N     MTU N (68..65535) on every veth (both ends: the hosts'
+#                   veth1/veth2, the head's mgmt0, the switch's ports) and
+#                   on both bridges; unset: the kernel's 1500
+#   HOSTS_GSO=soft  a segmentation offload (GSO) send is cut into MTU-sized
+#                   packets in software at the sender, travels the bridge
+#                   as such, and is coalesced again (GRO) on the receiving
+#                   host for a socket with UDP_GRO:
+#                     hosts' veth1/veth2: tx-udp-segmentation off (else
+#                       veth takes the whole GSO packet and nothing is ever
+#                       cut), gro on (veth's NAPI receive path, where GRO
+#                       runs), rx-udp-gro-forwarding on where the kernel
+#                       has it
+#                     the switch's ports: tso off.  veth hands a packet to
+#                       its peer's GRO only if the sending end has no TSO
+#                       or the packet belongs to a local socket
+#                       (veth_skb_is_eligible_for_gro); what the bridge
+#                       forwards belongs to no socket, so with TSO on the
+#                       port the receiving host never coalesces
+#                   (measured: test/hosts/README.md).  Needs ethtool.
+#                   Unset: the kernel's defaults (a GSO send crosses the
+#                   veths and the bridge as one 64 KB packet).
 
 HOSTS_PREFIX=""
 HOSTS_N=0
@@ -109,7 +132,83 @@ hosts_create() {
         _hosts_link "$ns" veth1 br1 "h${i}p1" "$HOSTS_NET1.$i/24" || return 1
         _hosts_link "$ns" veth2 br2 "h${i}p2" "$HOSTS_NET2.$i/24" || return 1
     done
+    hosts_links_options || return 1
     hosts_log "created $HOSTS_PREFIX: head $HOSTS_HEAD, hosts ${HOSTS[*]}"
+}
+
+# The switch's ports (the bridge side of every veth), one per line
+_hosts_ports() {
+    ip -n "$HOSTS_SW" -o link show type veth | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'
+}
+
+# _hosts_ethtool NS IF SETTING VALUE [SHOWN]: ethtool -K IF SETTING VALUE,
+# then check that ethtool -k shows it under SHOWN (default SETTING; the
+# short names tso and gro show as tcp-segmentation-offload and
+# generic-receive-offload); a "[fixed]" one cannot change
+_hosts_ethtool() {
+    local ns=$1 ifname=$2 what=$3 val=$4 shown=${5:-$3} now
+    ip netns exec "$ns" ethtool -K "$ifname" "$what" "$val" > /dev/null 2>&1
+    now=$(ip netns exec "$ns" ethtool -k "$ifname" 2>/dev/null | sed -nE "s/^[[:space:]]*$shown: ([a-z]+).*/\\1/p")
+    if [ "$now" != "$val" ]; then
+        echo "hosts: $ns $ifname: ethtool -K $what $val did not take ($shown: '${now:-unknown}')" >&2
+        return 1
+    fi
+}
+
+# hosts_links_options: HOSTS_MTU and HOSTS_GSO (see the top of this file)
+hosts_links_options() {
+    local ns ifname port
+    if [ -n "${HOSTS_MTU:-}" ]; then
+        if ! [[ "$HOSTS_MTU" =~ ^[0-9]+$ ]] || [ "$HOSTS_MTU" -lt 68 ] || [ "$HOSTS_MTU" -gt 65535 ]; then
+            echo "hosts: HOSTS_MTU='$HOSTS_MTU' is not an MTU (68..65535)" >&2
+            return 1
+        fi
+        for port in $(_hosts_ports); do
+            ip -n "$HOSTS_SW" link set "$port" mtu "$HOSTS_MTU" || return 1
+        done
+        for ifname in br1 br2; do
+            ip -n "$HOSTS_SW" link set "$ifname" mtu "$HOSTS_MTU" || return 1
+        done
+        ip -n "$HOSTS_HEAD" link set mgmt0 mtu "$HOSTS_MTU" || return 1
+        for ns in "${HOSTS[@]}"; do
+            for ifname in veth1 veth2; do
+                ip -n "$ns" link set "$ifname" mtu "$HOSTS_MTU" || return 1
+            done
+        done
+        hosts_log "MTU $HOSTS_MTU on every veth and bridge"
+    fi
+    case "${HOSTS_GSO:-}" in
+    "") ;;
+    soft)
+        command -v ethtool > /dev/null || { echo "hosts: HOSTS_GSO=soft needs ethtool" >&2; return 1; }
+        for ns in "${HOSTS[@]}"; do
+            for ifname in veth1 veth2; do
+                _hosts_ethtool "$ns" "$ifname" tx-udp-segmentation off || return 1
+                _hosts_ethtool "$ns" "$ifname" gro on generic-receive-offload || return 1
+                if ip netns exec "$ns" ethtool -k "$ifname" | grep -q '^rx-udp-gro-forwarding:'; then
+                    _hosts_ethtool "$ns" "$ifname" rx-udp-gro-forwarding on || return 1
+                fi
+            done
+        done
+        for port in $(_hosts_ports); do
+            _hosts_ethtool "$HOSTS_SW" "$port" tso off tcp-segmentation-offload || return 1
+        done
+        hosts_log "HOSTS_GSO=soft: hosts' veths segment UDP in software and coalesce on receive; switch ports without TSO"
+        ;;
+    *)
+        echo "hosts: HOSTS_GSO='$HOSTS_GSO': soft or unset" >&2
+        return 1
+        ;;
+    esac
+}
+
+# hosts_describe: one line saying what the links are (for the suites' logs)
+hosts_describe() {
+    local mtu gso
+    mtu=$(ip -n "${HOSTS[0]}" link show veth1 2>/dev/null | sed -nE 's/.* mtu ([0-9]+) .*/\1/p')
+    gso=$(ip netns exec "${HOSTS[0]}" ethtool -k veth1 2>/dev/null |
+          awk -F': ' '/^tx-udp-segmentation:|^generic-receive-offload:|^rx-udp-gro-forwarding:/ { printf "%s=%s ", $1, $2 }')
+    echo "links: MTU ${mtu:-?} (HOSTS_MTU=${HOSTS_MTU:-unset}), HOSTS_GSO=${HOSTS_GSO:-unset}${gso:+; host veth1: $gso}"
 }
 
 # hosts_wait_ready: every bridge port forwards and every host interface
@@ -150,6 +249,10 @@ hosts_setup() {
     for tool in ip bridge nft unshare; do
         command -v "$tool" > /dev/null || { WHY="$tool is missing"; return 1; }
     done
+    if [ -n "${HOSTS_GSO:-}" ] && ! command -v ethtool > /dev/null; then
+        WHY="HOSTS_GSO=$HOSTS_GSO needs ethtool (apt-get install ethtool)"
+        return 1
+    fi
     if ! hosts_create "$1" > "$3" 2>&1 || ! hosts_wait_ready >> "$3" 2>&1; then
         WHY="could not build the namespaces"
         return 1

@@ -10,6 +10,8 @@
 #   br1 10.77.1.0/24 ---- veth1 [host 1] veth2 ---- br2 10.77.2.0/24
 #        \-------------- veth1 [host 2] veth2 ------/
 #
+#   USNIC_WIRE=socket HOSTS_MTU=9000 HOSTS_GSO=soft bash test/hosts/run-host-tests.sh
+#
 # Every job: --mca pml ob1 --mca btl usnic,self --mca btl_usnic_stats 3600,
 # and the final per-module statistics lines
 #   btl:usnic final stats [HOST rank R IFNAME]: total_sends=N ...
@@ -17,6 +19,16 @@
 # total_sends > 0 (both interfaces carried traffic).
 #
 # Environment:
+#   USNIC_WIRE      ofi | socket | auto: --mca btl_usnic_wire on every
+#                   usnic job (test/lib.sh; unset: the plugin's default).
+#                   With socket, the jobs must also show segmentation
+#                   offload sends and coalesced receives across the hosts.
+#   HOSTS_MTU       MTU of every veth and bridge (hosts.sh; default 1500)
+#   HOSTS_GSO       soft: GSO sends are cut in software at the sender and
+#                   coalesced (GRO) at the receiving host (hosts.sh); then
+#                   first a raw check that they are: one GSO send of 44 x
+#                   1472 B crosses the bridge as 44 packets and arrives as
+#                   one coalesced read (test/hosts/xhost_stream.c)
 #   HOSTS_COUNT     2 (default) or 3 simulated hosts
 #   TEST_TIMEOUT    seconds per mpirun before it counts as a hang (180)
 #   PEER_TIMEOUT    btl_usnic_peer_timeout of the broken-path case (10)
@@ -50,6 +62,8 @@ source "$SCRIPT_DIR/hosts.sh"
 # shellcheck source=../report.sh
 source "$SCRIPT_DIR/../report.sh"
 
+print_wire
+
 # ---------------------------------------------------------------------
 # Build and hosts
 # ---------------------------------------------------------------------
@@ -69,10 +83,70 @@ if ! hosts_setup "$HOSTS_COUNT" "$HOSTFILE" "$LOG_DIR/hosts.log"; then
     finish
 fi
 ok "setup $HOSTS_COUNT hosts (${HOSTS[*]}), head $HOSTS_HEAD"
+hosts_describe
+
+# ---------------------------------------------------------------------
+# HOSTS_GSO=soft: does the path really cut GSO sends and coalesce them?
+# 10 GSO sends of 44 x 1472 B from host 1 to host 2 on subnet 1 must cross
+# the switch's port toward host 2 as about 440 packets (a few others, such
+# as ARP, may pass too) and reach the receiving socket (UDP_GRO on) in
+# reads of more than one datagram.  With HOSTS_MTU > 1500, the same with
+# segments of MTU - 28 bytes.
+# ---------------------------------------------------------------------
+
+# port_packets PORT: packets the switch's PORT sent toward its host
+port_packets() {
+    ip -n "$HOSTS_SW" -s link show dev "$1" | awk '/TX:/ { getline; print $2; exit }'
+}
+
+# gso_path_check SEG BATCH: the check above, one case
+gso_path_check() {
+    local seg=$1 batch=$2 sends=10 log=$LOG_DIR/gso-path-$1x$2.log before after pkts rp reads segs want
+    want=$((sends * batch))
+    before=$(port_packets h2p1)
+    timeout 30 "${NS_ARGV_H2[@]}" "$BUILD_DIR/xhost_stream" udp-recv "$HOSTS_NET1.2" 9400 --idle 1 --timeout 20 \
+        > "$log" 2>&1 &
+    rp=$!
+    sleep 0.5
+    timeout 20 "${NS_ARGV_H1[@]}" "$BUILD_DIR/xhost_stream" udp-send "$HOSTS_NET1.2" 9400 --seg "$seg" \
+        --batch "$batch" --count "$sends" >> "$log" 2>&1
+    wait "$rp"
+    after=$(port_packets h2p1)
+    pkts=$((after - before))
+    reads=$(sed -nE 's/^RECV .* reads=([0-9]+) .*/\1/p' "$log")
+    segs=$(sed -nE 's/^RECV .* datagrams=([0-9]+) .*/\1/p' "$log")
+    if [ "${segs:-0}" -ne "$want" ]; then
+        fail "HOSTS_GSO=soft path, $sends GSO sends of $batch x $seg B" "${segs:-no} datagrams received, want $want" "$log"
+    elif [ "$pkts" -lt "$want" ] || [ "$pkts" -gt $((want + want / 4 + 20)) ]; then
+        fail "HOSTS_GSO=soft path, $sends GSO sends of $batch x $seg B" "$pkts packets through the switch port h2p1, want $want (+ a few): not segmented on the path" "$log"
+    elif [ "$reads" -ge "$segs" ]; then
+        fail "HOSTS_GSO=soft path, $sends GSO sends of $batch x $seg B" "$reads reads for $segs datagrams: not coalesced at the receiver" "$log"
+    else
+        ok "HOSTS_GSO=soft path: $sends GSO sends of $batch x $seg B crossed the switch port as $pkts packets and arrived in $reads reads ($(sed -nE 's/^RECV .* (segs_per_read=[0-9.]+) .*/\1/p' "$log"))"
+    fi
+}
+
+if [ "${HOSTS_GSO:-}" = soft ]; then
+    if ! cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/xhost_stream" "$SCRIPT_DIR/xhost_stream.c" \
+            > "$LOG_DIR/build-xhost_stream.log" 2>&1; then
+        fail "build xhost_stream" "cc failed" "$LOG_DIR/build-xhost_stream.log"
+    else
+        ns_argv "${HOSTS[0]}"
+        NS_ARGV_H1=("${NS_ARGV[@]}")
+        ns_argv "${HOSTS[1]}"
+        NS_ARGV_H2=("${NS_ARGV[@]}")
+        gso_path_check 1472 44
+        if [ "${HOSTS_MTU:-1500}" -gt 1500 ]; then
+            big=$((HOSTS_MTU - 28))
+            [ "$big" -gt 65507 ] && big=65507
+            gso_path_check "$big" $((65507 / big))
+        fi
+    fi
+fi
 
 BASE_ARGS=(--allow-run-as-root --hostfile "$HOSTFILE" --map-by node --bind-to none
            $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24"))
-USNIC_ARGS=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_stats 3600)
+USNIC_ARGS=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_stats 3600 ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"})
 CIDRS="$HOSTS_NET1.0/24,$HOSTS_NET2.0/24"
 
 # run_head LOG TIMEOUT ARGS...: mpirun ARGS in the head namespace; sets RC
@@ -142,6 +216,26 @@ mpi_case() {
         fail "$name ($np ranks, ${SECS}s)" "modules:$WHY" "$log"
     else
         ok "$name ($np ranks, ${SECS}s) sends per module: $SUMMARY"
+        [ "$prog" = pingpong ] && [ "$WIRE_NAME" = socket ] && socket_wire_check "$name" "$log"
+    fi
+}
+
+# socket_wire_check NAME LOG: with USNIC_WIRE=socket, a ping-pong across
+# the hosts (messages up to 16 MiB) must have sent segmentation offload
+# batches (gso_sends) and received coalesced ones (gro_segs > gro_recvs)
+socket_wire_check() {
+    local sums
+    sums=$(awk '/btl:usnic final stats \[/ && !/\] peer / {
+                n = split($0, kv, " ")
+                for (i = 1; i <= n; i++) if (split(kv[i], p, "=") == 2) c[p[1]] += p[2]
+             }
+             END { printf "%d %d %d %d %d", c["gso_sends"], c["gso_segs"], c["gro_recvs"], c["gro_segs"], c["gso_fallbacks"] }' "$2")
+    local gs gsegs gr grsegs fb
+    read -r gs gsegs gr grsegs fb <<< "$sums"
+    if [ "$gs" -gt 0 ] && [ "$gr" -gt 0 ] && [ "$grsegs" -gt "$gr" ]; then
+        ok "$1: socket wire: $gs GSO sends of $gsegs datagrams, $gr coalesced reads of $grsegs datagrams ($fb GSO fallbacks) across the hosts"
+    else
+        fail "$1: socket wire" "gso_sends=$gs gso_segs=$gsegs gro_recvs=$gr gro_segs=$grsegs gso_fallbacks=$fb: no batches across the hosts" "$2"
     fi
 }
 

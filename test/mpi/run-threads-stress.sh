@@ -7,6 +7,8 @@
 #   BTL                 BTL list for "--mca btl" (default: usnic,self)
 #   MPIRUN_EXTRA        extra mpirun arguments, split on whitespace
 #                       (default: "--mca btl_usnic_if_include lo")
+#   USNIC_WIRE          ofi | socket | auto: --mca btl_usnic_wire on every
+#                       job (test/lib.sh); unset: the plugin's default
 #   ROUNDS              rounds per worker thread in the plain runs (200)
 #   HELGRIND            1 (default) also runs a small case under helgrind
 #   HG_ROUNDS           rounds per worker under helgrind (3; every size up
@@ -54,7 +56,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 MPIRUN_ARGS=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none
              --mca pml ob1 --mca btl "$BTL"
-             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"})
+             --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"}
+             ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"})
 read -r -a EXTRA_ARGS <<< "$MPIRUN_EXTRA"
 
 PASSED=0
@@ -318,6 +321,7 @@ run_helgrind() {   # np
 }
 
 total_start=$(now)
+print_wire
 echo "threads stress: btl=$BTL extra='$MPIRUN_EXTRA' build=$BUILD_DIR"
 hg_filter_selftest
 build

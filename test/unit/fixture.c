@@ -422,6 +422,7 @@ void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce
     h->nonce = opal_btl_usnic_wire64(nonce);
     memset(h->mac, 0, sizeof(h->mac));
     opal_btl_usnic_mac_tag(&m, nonce, buf, covered, h->mac);
+    opal_btl_usnic_mac_clear(&m);
 }
 
 void fx_recv_raw(fx_t *fx, const void *buf, size_t len)

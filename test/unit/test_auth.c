@@ -3,12 +3,14 @@
  *
  * Datagram authentication (btl_usnic_auth.c): known-answer vectors for the
  * key derivation and both tags (computed independently with OpenSSL 3's
- * BLAKE2BMAC, AES-256-GCM and ChaCha20-Poly1305), tampering, the algorithm
+ * BLAKE2BMAC, AES-256-GCM and ChaCha20-Poly1305), every size class and
+ * two-part (gathered) tags against libsodium's one-shot, tampering, the algorithm
  * choice, kernel randomness, the anti-replay window, and the connectivity
  * agents' key and tag.
  */
 #include "unit.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "btl_usnic_auth.h"
@@ -99,6 +101,83 @@ static void test_aesgcm_kat(void)
         return;
     }
     check_alg(OPAL_BTL_USNIC_MAC_AESGCM, kat_aesgcm);
+}
+
+/* libsodium's one-shot tag, the reference every path must agree with (a
+ * build with libcrypto and one without talk to each other) */
+static void reference_tag(unsigned alg, const uint8_t key[32], uint64_t nonce, const uint8_t *data, size_t len,
+                          uint8_t tag[16])
+{
+    uint8_t iv[12] = {0}, none[1] = {0};
+    unsigned long long taglen = 0;
+    for (int i = 0; i < 8; ++i) {
+        iv[i] = (uint8_t) (nonce >> (8 * i));
+    }
+    if (OPAL_BTL_USNIC_MAC_AESGCM == alg) {
+        crypto_aead_aes256gcm_encrypt_detached(none, tag, &taglen, none, 0, data, len, NULL, iv, key);
+    } else {
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, tag, &taglen, none, 0, data, len, NULL, iv, key);
+    }
+}
+
+/* Tags of every size class (below and above OPAL_BTL_USNIC_MAC_EVP_MIN,
+ * up to the largest datagram) equal the one-shot reference, also in two
+ * parts split anywhere (a gathered payload), and check as such */
+static void check_sizes_and_parts(unsigned alg)
+{
+    static const size_t sizes[] = {52, 88, 1472, OPAL_BTL_USNIC_MAC_EVP_MIN - 1, OPAL_BTL_USNIC_MAC_EVP_MIN,
+                                   OPAL_BTL_USNIC_MAC_EVP_MIN + 1, 8972, 65000, 65507};
+    static const size_t splits[] = {0, 1, 15, 16, 17, 52, 64, 72, 1000, 2047, 2048, 60000};
+    uint8_t key[32];
+    for (int i = 0; i < 32; ++i) {
+        key[i] = (uint8_t) (7 * i + 1);
+    }
+    uint8_t *data = (uint8_t *) malloc(65507);
+    REQUIRE(NULL != data);
+    for (size_t i = 0; i < 65507; ++i) {
+        data[i] = (uint8_t) (i * 13 + (i >> 8));
+    }
+    opal_btl_usnic_mac_t m;
+    opal_btl_usnic_mac_init(&m, alg, key);
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
+        size_t len = sizes[s];
+        uint64_t nonce = 0x1000 + s;
+        uint8_t want[16], got[16];
+        reference_tag(alg, key, nonce, data, len, want);
+        opal_btl_usnic_mac_tag(&m, nonce, data, len, got);
+        if (!CHECK_MEM(got, want, 16)) {
+            fprintf(stderr, "  alg %u, %zu bytes in one part\n", alg, len);
+        }
+        CHECK(opal_btl_usnic_mac_check(&m, nonce, data, len, want));
+        data[len / 2] ^= 0x01;
+        CHECK(!opal_btl_usnic_mac_check(&m, nonce, data, len, want));
+        data[len / 2] ^= 0x01;
+        for (size_t k = 0; k < sizeof(splits) / sizeof(splits[0]) && splits[k] <= len; ++k) {
+            size_t a = splits[k];
+            opal_btl_usnic_mac_tag2(&m, nonce, data, a, data + a, len - a, got);
+            if (!CHECK_MEM(got, want, 16)) {
+                fprintf(stderr, "  alg %u, %zu bytes as %zu + %zu\n", alg, len, a, len - a);
+            }
+        }
+    }
+    opal_btl_usnic_mac_clear(&m);
+    free(data);
+}
+
+static void test_sizes_and_parts(void)
+{
+    unsigned algs = opal_btl_usnic_auth_init();
+    check_sizes_and_parts(OPAL_BTL_USNIC_MAC_CHACHAPOLY);
+    if (algs & OPAL_BTL_USNIC_MAC_AESGCM) {
+        check_sizes_and_parts(OPAL_BTL_USNIC_MAC_AESGCM);
+    } else {
+        fprintf(stderr, "  AES-GCM not available on this CPU: its sizes and parts not checked\n");
+    }
+#if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
+    CHECK(opal_btl_usnic_mac_gathers());
+#else
+    CHECK(!opal_btl_usnic_mac_gathers());
+#endif
 }
 
 static void test_no_key_checks_nothing(void)
@@ -237,6 +316,7 @@ static void test_agent_key_and_tag_kat(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_derive_key_kat), UNIT_TEST(test_chachapoly_kat), UNIT_TEST(test_aesgcm_kat),
+          UNIT_TEST(test_sizes_and_parts),
           UNIT_TEST(test_no_key_checks_nothing), UNIT_TEST(test_mac_pick), UNIT_TEST(test_random),
           UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window),
           UNIT_TEST(test_agent_key_and_tag_kat))

@@ -25,12 +25,13 @@
  * AES-256-GCM where both ends' CPUs have AES-NI and PCLMUL (about 55 ns
  * for a header, 300 ns for 1472 bytes on this project's test machines),
  * ChaCha20-Poly1305 otherwise (about 200 / 640 ns); both from libsodium, a
- * small audited library, through its one-shot calls.  Datagrams of 2 KiB
- * and more (the socket wire's, up to 65 KB) are tagged by OpenSSL's
- * AES-GCM where the component is built with libcrypto: the same tag, its
- * GHASH twice as fast (15 against 7 GB/s), and it takes the associated
- * data in pieces, so a PUT's payload is tagged where it lies (no copy);
- * ChaCha20-Poly1305 in pieces streams libsodium's Poly1305.  SipHash would need
+ * small audited library, through its one-shot calls.  Where the component
+ * is built with OpenSSL's libcrypto, AES-GCM tags come from OpenSSL's GCM
+ * code instead (see "AES-256-GCM through OpenSSL's GHASH" below): the
+ * same tag, half the time at 1472 bytes and less than half for the socket
+ * wire's 65 KB datagrams, and the associated data in pieces, so a PUT's
+ * payload is tagged where it lies (no copy); ChaCha20-Poly1305 in pieces
+ * streams libsodium's Poly1305.  SipHash would need
  * no nonce but costs 740 ns per 1472 bytes and gives a 64-bit tag; keyed
  * BLAKE2b and HMAC-SHA256 cost 1.8 and 2.4 us.  The 96-bit nonce is the
  * header's 64-bit nonce field and 32 zero bits.
@@ -67,7 +68,8 @@
 #include <sys/random.h>
 
 #if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
-#    include <openssl/evp.h>
+#    include <immintrin.h>
+#    include <openssl/modes.h>
 #endif
 
 unsigned opal_btl_usnic_auth_init(void)
@@ -137,54 +139,129 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
     return (both & OPAL_BTL_USNIC_MAC_CHACHAPOLY) ? OPAL_BTL_USNIC_MAC_CHACHAPOLY : 0u;
 }
 
-/* ----- OpenSSL's AES-256-GCM, for large datagrams (see OPAL_BTL_USNIC_MAC_EVP_MIN) ----- */
+/* ----- AES-256-GCM through OpenSSL's GHASH (where built with libcrypto) -----
+ *
+ * A tag with nothing encrypted is GHASH over the datagram, masked with
+ * one AES block.  OpenSSL's GCM code (CRYPTO_gcm128_*, <openssl/modes.h>)
+ * has the fastest GHASH here (PCLMULQDQ/AVX: 17 GB/s, against 6.5 for
+ * libsodium's) and takes the associated data in pieces; it needs a block
+ * cipher only for the hash key and the mask, and OpenSSL's own
+ * AES_encrypt is table-driven (100 ns a block) and deprecated, so the
+ * block function is ours: AES-256 with AES-NI (the AES-GCM algorithm is
+ * only ever chosen where the CPU has AES-NI and PCLMUL, see
+ * opal_btl_usnic_auth_init).  1472 bytes: 119 ns against libsodium's 225;
+ * 65000: 3.8 us against 9.0; a header: the same. */
 
 #if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
-static void *evp_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+#    define GCM_TARGET __attribute__((target("aes,sse2")))
+
+typedef struct opal_btl_usnic_gcm_t {
+    __m128i rk[15];                    /* the AES-256 round keys */
+    GCM128_CONTEXT *ctx;               /* OpenSSL's GCM state, keyed by the block function below */
+} opal_btl_usnic_gcm_t;
+
+/* One step of the AES-256 key schedule (FIPS-197 5.2): |prev| is the
+ * round key two steps back, |assist| what AESKEYGENASSIST made of the
+ * last one (its word 3 for even steps, word 2 for odd ones) */
+GCM_TARGET static __m128i key_step(__m128i prev, __m128i assist)
 {
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    if (NULL != c && 1 != EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL)) {
-        EVP_CIPHER_CTX_free(c);
-        c = NULL;
+    __m128i t = _mm_slli_si128(prev, 4);
+    prev = _mm_xor_si128(prev, t);
+    t = _mm_slli_si128(t, 4);
+    prev = _mm_xor_si128(prev, t);
+    t = _mm_slli_si128(t, 4);
+    prev = _mm_xor_si128(prev, t);
+    return _mm_xor_si128(prev, assist);
+}
+
+#    define GCM_EVEN(i, rcon) \
+        g->rk[i] = key_step(g->rk[(i) - 2], _mm_shuffle_epi32(_mm_aeskeygenassist_si128(g->rk[(i) - 1], rcon), 0xff))
+#    define GCM_ODD(i) \
+        g->rk[i] = key_step(g->rk[(i) - 2], _mm_shuffle_epi32(_mm_aeskeygenassist_si128(g->rk[(i) - 1], 0), 0xaa))
+
+GCM_TARGET static void gcm_expand_key(opal_btl_usnic_gcm_t *g, const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    g->rk[0] = _mm_loadu_si128((const __m128i *) key);
+    g->rk[1] = _mm_loadu_si128((const __m128i *) (key + 16));
+    GCM_EVEN(2, 0x01);
+    GCM_ODD(3);
+    GCM_EVEN(4, 0x02);
+    GCM_ODD(5);
+    GCM_EVEN(6, 0x04);
+    GCM_ODD(7);
+    GCM_EVEN(8, 0x08);
+    GCM_ODD(9);
+    GCM_EVEN(10, 0x10);
+    GCM_ODD(11);
+    GCM_EVEN(12, 0x20);
+    GCM_ODD(13);
+    GCM_EVEN(14, 0x40);
+}
+
+/* OpenSSL's block128_f: |out| = AES-256(|in|) under the round keys at |key| */
+GCM_TARGET static void gcm_block(const unsigned char in[16], unsigned char out[16], const void *key)
+{
+    const opal_btl_usnic_gcm_t *g = (const opal_btl_usnic_gcm_t *) key;
+    __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *) in), g->rk[0]);
+    for (int r = 1; r < 14; ++r) {
+        b = _mm_aesenc_si128(b, g->rk[r]);
     }
-    return c; /* NULL: libsodium tags every size */
+    _mm_storeu_si128((__m128i *) out, _mm_aesenclast_si128(b, g->rk[14]));
 }
 
-static void evp_free(void *ctx)
+static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
 {
-    EVP_CIPHER_CTX_free((EVP_CIPHER_CTX *) ctx);
+    opal_btl_usnic_gcm_t *g = NULL;
+    if (0 != posix_memalign((void **) &g, 16, sizeof(*g))) {
+        return NULL; /* libsodium tags everything */
+    }
+    gcm_expand_key(g, key);
+    g->ctx = CRYPTO_gcm128_new(g, gcm_block);
+    if (NULL == g->ctx) {
+        sodium_memzero(g, sizeof(*g));
+        free(g);
+        return NULL;
+    }
+    return g;
 }
 
-/* The GCM tag of |a| || |b| as associated data, nothing encrypted:
- * OpenSSL takes the associated data in pieces.  False if OpenSSL
- * failed (the caller falls back). */
-static bool evp_tag(void *ctx, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+static void gcm_free(void *p)
+{
+    opal_btl_usnic_gcm_t *g = (opal_btl_usnic_gcm_t *) p;
+    CRYPTO_gcm128_release(g->ctx); /* clears its key material */
+    sodium_memzero(g, sizeof(*g));
+    free(g);
+}
+
+/* The GCM tag of |a| || |b| as associated data, nothing encrypted.  False
+ * if OpenSSL refused (the caller falls back to libsodium). */
+static bool gcm_tag(void *p, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
                     uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
-    EVP_CIPHER_CTX *c = (EVP_CIPHER_CTX *) ctx;
-    uint8_t none[16];
-    int l = 0;
-    return 1 == EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) &&
-           (0 == alen || 1 == EVP_EncryptUpdate(c, NULL, &l, a, (int) alen)) &&
-           (0 == blen || 1 == EVP_EncryptUpdate(c, NULL, &l, b, (int) blen)) && 1 == EVP_EncryptFinal_ex(c, none, &l) &&
-           1 == EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OPAL_BTL_USNIC_TAG_BYTES, tag);
+    GCM128_CONTEXT *ctx = ((opal_btl_usnic_gcm_t *) p)->ctx;
+    CRYPTO_gcm128_setiv(ctx, iv, 12);
+    if ((0 != alen && 0 != CRYPTO_gcm128_aad(ctx, a, alen)) || (0 != blen && 0 != CRYPTO_gcm128_aad(ctx, b, blen))) {
+        return false;
+    }
+    CRYPTO_gcm128_tag(ctx, tag, OPAL_BTL_USNIC_TAG_BYTES);
+    return true;
 }
 #else
-static void *evp_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
 {
     (void) key;
     return NULL;
 }
 
-static void evp_free(void *ctx)
+static void gcm_free(void *p)
 {
-    (void) ctx;
+    (void) p;
 }
 
-static bool evp_tag(void *ctx, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
+static bool gcm_tag(void *p, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
                     uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
-    (void) ctx, (void) iv, (void) a, (void) alen, (void) b, (void) blen, (void) tag;
+    (void) p, (void) iv, (void) a, (void) alen, (void) b, (void) blen, (void) tag;
     return false;
 }
 #endif
@@ -198,17 +275,17 @@ void opal_btl_usnic_mac_init(opal_btl_usnic_mac_t *m, unsigned alg, const uint8_
 {
     m->alg = alg;
     memcpy(m->key, key, OPAL_BTL_USNIC_KEY_BYTES);
-    m->evp = NULL;
+    m->gcm = NULL;
     if (OPAL_BTL_USNIC_MAC_AESGCM == alg) {
         crypto_aead_aes256gcm_beforenm(&m->aes, key);
-        m->evp = evp_new(key);
+        m->gcm = gcm_new(key);
     }
 }
 
 void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m)
 {
-    if (NULL != m->evp) {
-        evp_free(m->evp);
+    if (NULL != m->gcm) {
+        gcm_free(m->gcm);
     }
     sodium_memzero(m, sizeof(*m));
 }
@@ -270,8 +347,7 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
         memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
         return;
     }
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->evp && alen + blen >= OPAL_BTL_USNIC_MAC_EVP_MIN &&
-        evp_tag(m->evp, iv, a, alen, b, blen, tag)) {
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm && gcm_tag(m->gcm, iv, a, alen, b, blen, tag)) {
         return;
     }
     if (0 == blen) {
@@ -280,9 +356,9 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
         chacha_tag2(m->key, iv, a, alen, b, blen, tag);
     } else {
         /* AES-GCM in two parts without OpenSSL: side by side first (the
-         * engine gathers only where opal_btl_usnic_mac_gathers, so this
-         * is a small datagram, or a path no production run takes) */
-        uint8_t small[OPAL_BTL_USNIC_MAC_EVP_MIN];
+         * engine gathers only where opal_btl_usnic_mac_gathers: a path no
+         * production run takes) */
+        uint8_t small[2048];
         uint8_t *joined = (alen + blen <= sizeof(small)) ? small : (uint8_t *) malloc(alen + blen);
         if (NULL == joined) {
             memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no memory: a tag no receiver accepts (resent) */
@@ -308,9 +384,11 @@ bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, con
 {
     uint8_t iv[12], none[1] = {0};
     nonce_bytes(nonce, iv);
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->evp && len >= OPAL_BTL_USNIC_MAC_EVP_MIN) {
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm) {
         uint8_t want[OPAL_BTL_USNIC_TAG_BYTES];
-        return evp_tag(m->evp, iv, data, len, NULL, 0, want) && 0 == sodium_memcmp(want, tag, sizeof(want));
+        if (gcm_tag(m->gcm, iv, data, len, NULL, 0, want)) {
+            return 0 == sodium_memcmp(want, tag, sizeof(want));
+        }
     }
     if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg) {
         return 0 == crypto_aead_aes256gcm_decrypt_detached_afternm(none, NULL, none, 0, tag, data, len, iv, &m->aes);

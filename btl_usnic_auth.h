@@ -94,16 +94,9 @@ typedef struct opal_btl_usnic_mac_t {
     unsigned alg;                      /* OPAL_BTL_USNIC_MAC_*; 0 = no key (protection none) */
     uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
     crypto_aead_aes256gcm_state aes;   /* expanded key (AES-GCM only) */
-    void *evp;                         /* OpenSSL's AES-256-GCM context with the key set, for large
-                                          datagrams; NULL without (built without libcrypto) */
+    void *gcm;                         /* AES-GCM through OpenSSL's GHASH (btl_usnic_auth.c), the
+                                          same tags faster; NULL without libcrypto: libsodium */
 } opal_btl_usnic_mac_t;
-
-/* Datagrams from this many bytes on are tagged by OpenSSL's AES-GCM where
- * the component is built with libcrypto: its GHASH runs twice as fast as
- * libsodium's on large inputs (15 against 7 GB/s on the test machines),
- * but each call costs about 150 ns more, so small ones stay with
- * libsodium.  Both compute the same tag. */
-#define OPAL_BTL_USNIC_MAC_EVP_MIN 2048
 
 /* Initialize |m| for |alg| with |key|; opal_btl_usnic_mac_clear undoes it */
 void opal_btl_usnic_mac_init(opal_btl_usnic_mac_t *m, unsigned alg, const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES]);

@@ -46,7 +46,7 @@ ompi_info 2>/dev/null | grep -q 'MCA btl: usnic' || die "Open MPI lists no usnic
 mkdir -p "$OUT" || die "cannot create $OUT"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" || die "compiling bench/perf.c failed"
 
-USNIC="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo"
+USNIC="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo ${PROFILE_USNIC_EXTRA:-}"
 
 # report DATA: the summary of one rank's samples.
 report() {

@@ -27,7 +27,7 @@
 #include "btl_usnic_auth.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
-#include "btl_usnic_put.h"
+#include "btl_usnic_reg.h"
 #include "btl_usnic_slab.h"
 #include "btl_usnic_stats.h"
 
@@ -143,7 +143,7 @@ typedef struct opal_btl_usnic_engine_t {
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */
     bool defer_callbacks;         /* inside the PML's send call: PML callbacks wait for progress */
 
-    opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_put.c) */
+    opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_reg.c) */
 
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;

@@ -1,11 +1,13 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Emulated RDMA PUT: the registration table of the target and the PUT
- * fragments of the origin.  See the design notes in btl_usnic_put.c.
+ * The regions a process exposes to emulated RDMA PUTs, and the check every
+ * PUT datagram passes before it may touch memory.  Pure: no engine, no
+ * wire (the PUT protocol itself is btl_usnic_put.c; its design notes say
+ * why regions have keys and tombstones).
  */
-#ifndef OPAL_BTL_USNIC_PUT_H
-#define OPAL_BTL_USNIC_PUT_H
+#ifndef OPAL_BTL_USNIC_REG_H
+#define OPAL_BTL_USNIC_REG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -74,4 +76,4 @@ opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_t
                                                       uint64_t key, uint64_t peer_id, uint64_t addr,
                                                       size_t len);
 
-#endif /* OPAL_BTL_USNIC_PUT_H */
+#endif /* OPAL_BTL_USNIC_REG_H */

@@ -164,7 +164,7 @@ static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     if (OPAL_BTL_USNIC_SEG_CHUNK == seg->kind && NULL != seg->frag) {
         opal_btl_usnic_put_seg_acked(eng, seg); /* the target has these bytes in place */
     }
-    opal_btl_usnic_seg_release_if_done(eng, seg);
+    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
 }
 
 static opal_btl_usnic_send_seg_t *oldest_unacked(const opal_btl_usnic_endpoint_t *ep)
@@ -770,7 +770,7 @@ static unsigned sack_ranges(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
  * OPAL_SUCCESS or the post error. */
 static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
 {
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(&eng->pool);
     if (NULL == seg) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }

@@ -58,7 +58,7 @@ static void *convertor_take(opal_convertor_t *conv, void *dst, size_t *size)
 static mca_btl_base_descriptor_t *prepare_small(opal_btl_usnic_module_t *module, opal_convertor_t *conv,
                                                 size_t reserve, size_t *size, uint32_t flags)
 {
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng.pool);
     if (NULL == frag) {
         return NULL;
     }
@@ -85,7 +85,7 @@ static mca_btl_base_descriptor_t *prepare_large(opal_btl_usnic_module_t *module,
         return NULL;
     }
     bool packed = opal_convertor_need_buffers(conv);
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(&module->eng, packed ? *size : 0);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(&module->eng.pool, packed ? *size : 0);
     if (NULL == frag) {
         return NULL;
     }
@@ -214,7 +214,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         OPAL_BTL_USNIC_UNLOCK();
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng.pool);
     if (NULL == frag) {
         OPAL_BTL_USNIC_UNLOCK();
         return OPAL_ERR_OUT_OF_RESOURCE;

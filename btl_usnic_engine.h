@@ -134,12 +134,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
     opal_list_t endpoints_in_flight; /* endpoints with un-ACKed segments */
 
-    opal_btl_usnic_slab_set_t slabs; /* memory of every segment buffer (registered once per slab) */
-    opal_free_list_t small_frags;
-    opal_free_list_t large_frags;
-    opal_free_list_t chunk_segs;
-    opal_free_list_t ack_segs;
-    bool lists_ready;
+    opal_btl_usnic_frag_pool_t pool; /* fragments, segments and the memory of their buffers */
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */
     bool defer_callbacks;         /* inside the PML's send call: PML callbacks wait for progress */
 

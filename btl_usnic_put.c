@@ -61,7 +61,7 @@ int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address
     if (NULL == remote_handle || OPAL_BTL_USNIC_REGION_LOCAL == remote_handle->region_id || 0 == size) {
         return OPAL_ERR_BAD_PARAM;
     }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(eng, 0);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(&eng->pool, 0);
     if (NULL == frag) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -105,13 +105,13 @@ void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_se
         frag->put.cbfunc(eng->btl, frag->ep, frag->segments[0].seg_addr.pval, frag->put.local_handle,
                          frag->put.cbcontext, frag->put.cbdata, frag->put.status);
     }
-    opal_btl_usnic_frag_return(eng, frag);
+    opal_btl_usnic_frag_return(&eng->pool, frag);
 }
 
 int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                  opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
     if (NULL == seg) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }

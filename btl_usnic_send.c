@@ -52,9 +52,9 @@ static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag
 static void frag_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
 {
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        opal_btl_usnic_seg_release_if_done(eng, &frag->seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, &frag->seg);
     } else if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
-        opal_btl_usnic_frag_return(eng, frag);
+        opal_btl_usnic_frag_return(&eng->pool, frag);
     }
 }
 
@@ -275,7 +275,7 @@ static bool small_seg_busy(const opal_btl_usnic_send_frag_t *frag)
  * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE (the caller retries). */
 static int submit_copy(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
-    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(ep->eng);
+    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(&ep->eng->pool);
     if (NULL == copy) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -394,7 +394,7 @@ int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     if (OPAL_SUCCESS != rc) {
         seg->frag = NULL;
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED; /* never posted: straight back to its list */
-        opal_btl_usnic_seg_release_if_done(eng, seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
     }
     return rc;
 }
@@ -403,7 +403,7 @@ int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
 static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
     if (NULL == seg) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
@@ -603,7 +603,7 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
         return rc;
     }
     --eng->credits[channel];
@@ -614,7 +614,7 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
 
 opal_btl_usnic_send_seg_t *opal_btl_usnic_seg_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
 {
-    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
     if (NULL == copy) {
         return NULL;
     }
@@ -726,7 +726,7 @@ void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usn
 {
     seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     ++eng->credits[seg->channel];
-    opal_btl_usnic_seg_release_if_done(eng, seg);
+    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
 }
 
 /* ----- engine setup ----- */
@@ -765,11 +765,9 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
     eng->constructed = true;
-    eng->lists_ready = false;
     eng->defer_callbacks = false;
-    /* 64 full segments a slab: a handful of registrations per module */
-    opal_btl_usnic_slab_set_init(&eng->slabs, params->mem, 64 * (params->prefix + params->mtu));
-    return opal_btl_usnic_frag_lists_init(eng);
+    return opal_btl_usnic_frag_lists_init(&eng->pool, params->mem, params->prefix, params->mtu,
+                                          params->sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL]);
 }
 
 void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
@@ -795,6 +793,5 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     OBJ_DESTRUCT(&eng->endpoints_needing_ack);
     OBJ_DESTRUCT(&eng->endpoints_with_sends);
     OBJ_DESTRUCT(&eng->resend_segs);
-    opal_btl_usnic_frag_lists_fini(eng);
-    opal_btl_usnic_slab_set_fini(&eng->slabs); /* after the lists: their items point into it */
+    opal_btl_usnic_frag_lists_fini(&eng->pool);
 }

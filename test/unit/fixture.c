@@ -522,7 +522,7 @@ opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *
 {
     opal_btl_usnic_send_frag_t *frag;
     if (reserve + size <= opal_btl_usnic_max_frag_payload(&fx->eng, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
+        frag = opal_btl_usnic_small_frag_alloc(&fx->eng.pool);
         if (NULL == frag) {
             return NULL;
         }
@@ -541,7 +541,7 @@ opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *
         if (reserve > OPAL_BTL_USNIC_LARGE_HDR_SPACE) {
             return NULL;
         }
-        frag = opal_btl_usnic_large_frag_alloc(&fx->eng, 0);
+        frag = opal_btl_usnic_large_frag_alloc(&fx->eng.pool, 0);
         if (NULL == frag) {
             return NULL;
         }
@@ -570,7 +570,7 @@ int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t
     if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
         return OPAL_ERR_RESOURCE_BUSY;
     }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx->eng.pool);
     if (NULL == frag) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -650,8 +650,8 @@ size_t fx_free_list_allocated(const opal_free_list_t *list)
 
 bool fx_all_recycled(fx_t *fx)
 {
-    opal_free_list_t *lists[] = {&fx->eng.small_frags, &fx->eng.large_frags, &fx->eng.chunk_segs,
-                                 &fx->eng.ack_segs};
+    opal_free_list_t *lists[] = {&fx->eng.pool.small_frags, &fx->eng.pool.large_frags, &fx->eng.pool.chunk_segs,
+                                 &fx->eng.pool.ack_segs};
     bool ok = true;
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
         size_t avail = fx_free_list_available(lists[i]);

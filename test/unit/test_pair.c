@@ -838,7 +838,7 @@ static sim_result_t run_case(const sim_case_t *c)
             fire_completions(s, UINT64_MAX);
             opal_btl_usnic_engine_t *eng = &s->fx.eng;
             size_t out = 0;
-            opal_free_list_t *lists[] = {&eng->small_frags, &eng->large_frags, &eng->chunk_segs, &eng->ack_segs};
+            opal_free_list_t *lists[] = {&eng->pool.small_frags, &eng->pool.large_frags, &eng->pool.chunk_segs, &eng->pool.ack_segs};
             for (size_t l = 0; l < 4; ++l) {
                 out += fx_free_list_allocated(lists[l]) - fx_free_list_available(lists[l]);
             }

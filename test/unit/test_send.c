@@ -218,17 +218,17 @@ static void test_send_fast_path_ack_before_callback(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
-    size_t full = fx_free_list_available(&fx.eng.small_frags);
+    size_t full = fx_free_list_available(&fx.eng.pool.small_frags);
     fx_cb_t cb;
     memset(&cb, 0, sizeof(cb));
     opal_btl_usnic_send_frag_t *f = alloc_filled(&fx, ep, 50, OWN | ALWAYS, 2, &cb);
     CHECK_EQ(fx_send(&fx, ep, f, 1), 0);
     ack_and_complete_all(&fx, ep);
-    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full - 1);
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 1);
     CHECK_EQ(cb.calls, 0);
     opal_btl_usnic_engine_progress(&fx.eng);
     CHECK_EQ(cb.calls, 1);
-    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full);
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full);
     fx_fini(&fx);
 }
 
@@ -333,7 +333,7 @@ static void test_send_large_chunking(void)
         uint8_t *want = (uint8_t *) malloc(size);
         fx_fill(want, size, (uint32_t) size);
         size_t before = fx.nposts;
-        size_t large_free = fx_free_list_available(&fx.eng.large_frags);
+        size_t large_free = fx_free_list_available(&fx.eng.pool.large_frags);
         CHECK_EQ(fx_send(&fx, ep, frag, (uint8_t) (0x40 + i)), 0);
         opal_btl_usnic_engine_progress(&fx.eng);
         unsigned n = (unsigned) ((size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD);
@@ -345,7 +345,7 @@ static void test_send_large_chunking(void)
         next_seq += n;
         /* the callback once all bytes are copied into chunks; then the frag is free */
         ok = CHECK_EQ(cb.calls, 1) && ok;
-        ok = CHECK_EQ(fx_free_list_available(&fx.eng.large_frags), large_free + 1) && ok;
+        ok = CHECK_EQ(fx_free_list_available(&fx.eng.pool.large_frags), large_free + 1) && ok;
         ok = CHECK_EQ_U(fx.eng.stats.num_chunk_sends, next_seq - ISN) && ok;
         if (!ok) {
             fprintf(stderr, "  size %zu\n", size);
@@ -508,7 +508,7 @@ static void test_send_backpressure(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
-    size_t chunks_full = fx_free_list_available(&fx.eng.chunk_segs);
+    size_t chunks_full = fx_free_list_available(&fx.eng.pool.chunk_segs);
     fx_cb_t cb_small;
     memset(&cb_small, 0, sizeof(cb_small));
     CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, 3, &cb_small), 1), 0);
@@ -543,7 +543,7 @@ static void test_send_backpressure(void)
     CHECK_EQ(fx.nposts - before, 2);
     CHECK_EQ_U(ep->tx.next_seq, seq0 + 2);
     CHECK_EQ(big->offset, 2 * FX_MAX_CHUNK_PAYLOAD); /* not advanced by the refused chunk */
-    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), chunks_full - 2); /* refused chunk returned */
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.chunk_segs), chunks_full - 2); /* refused chunk returned */
     CHECK_EQ(cb_mid.calls, 0);
     fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1024 - 2;
     opal_btl_usnic_engine_progress(&fx.eng);

@@ -124,7 +124,11 @@
 
 #include <stdio.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_send.h"
 
 /* ----- sender side ----- */
 
@@ -820,6 +824,37 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
         item = next;
     }
     return posted;
+}
+
+/* ----- a peer that failed or left ----- */
+
+static void fail_queued_frags(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    opal_list_item_t *item;
+    while (NULL != (item = opal_list_remove_first(&ep->tx.queue))) {
+        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+        frag->queued = false;
+        opal_btl_usnic_frag_fail(ep->eng, frag, status);
+    }
+}
+
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    if (NULL == ep->eng) {
+        return;
+    }
+    fail_queued_frags(ep, status);
+    if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
+        /* Nobody will ACK these any more: release them as if ACKed, but
+         * a PUT among them did not reach its target */
+        for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
+            if (NULL != ep->tx.sent[s % ep->window]) {
+                opal_btl_usnic_put_mark_failed(ep->tx.sent[s % ep->window], status);
+            }
+        }
+        opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
+    }
+    opal_btl_usnic_endpoint_detach(ep);
 }
 
 /* ----- goodbye ----- */

@@ -8,7 +8,9 @@
  */
 #include "opal_config.h"
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_glue.h"
 
 opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                                       size_t size, uint32_t flags)

@@ -21,6 +21,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_module_int.h"
+#include "btl_usnic_pml.h"
 
 /* ===================== the engine's wire: the transport below ===================== */
 

@@ -45,7 +45,11 @@
 
 #include <string.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_reg.h"
+#include "btl_usnic_send.h"
 
 /* ===================== origin side ===================== */
 

@@ -32,7 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_auth.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_proto.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_recv.h"
+#include "btl_usnic_reg.h"
 
 /* Maps drop reasons to their counters.  A copy of an authentic datagram
  * (REPLAY) is what a network duplicates, too, and a departed peer's late
@@ -105,17 +112,6 @@ static void held_insert(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     *at = h;
     ++ep->rx.nheld;
     OPAL_BTL_USNIC_STAT_INC(eng, num_held_frags);
-}
-
-void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
-{
-    while (NULL != ep->rx.held) {
-        opal_btl_usnic_held_t *h = ep->rx.held;
-        ep->rx.held = h->next;
-        free(h->buf);
-        free(h);
-    }
-    ep->rx.nheld = 0;
 }
 
 void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st)

@@ -21,6 +21,9 @@ struct mca_btl_base_registration_handle_t {
 };
 typedef struct mca_btl_base_registration_handle_t opal_btl_usnic_reg_handle_t;
 
+/* Most regions a module exposes at once (live + tombstones) */
+#define OPAL_BTL_USNIC_MAX_REGIONS (1u << 16)
+
 #define OPAL_BTL_USNIC_REGION_LOCAL UINT32_MAX
 #define OPAL_BTL_USNIC_ANY_PEER UINT64_MAX
 

@@ -88,6 +88,7 @@
  * do not contain.
  */
 #include "fixture.h"
+#include "btl_usnic_pml.h"
 
 #include <stdio.h>
 #include <stdlib.h>

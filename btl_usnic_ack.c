@@ -111,14 +111,14 @@
  * next hole only when it is overdue too.
  *
  * Dead peers.  A peer that has not advanced its ACK for peer_timeout while
- * we have un-ACKed data to it is declared dead through wire->peer_failed:
+ * we have un-ACKed data to it is declared dead through the peer_failed upcall:
  * its fragments fail and the PML is told.
  *
  * Stale ACKs (older than acked_seq) are ignored; ACKs for sequence numbers
  * never sent are ignored and counted as invalid.
  *
  * A peer whose sends fail hard at the provider is reported through
- * wire->peer_failed; its queued fragments fail with OPAL_ERR_UNREACH.
+ * the peer_failed upcall; its queued fragments fail with OPAL_ERR_UNREACH.
  */
 #include "opal_config.h"
 
@@ -571,7 +571,7 @@ static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     uint64_t peer_deadline = (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout
                                                          : UINT64_MAX;
     if (peer_deadline <= eng->now) {
-        eng->wire->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
+        eng->up->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
         return UINT64_MAX;
     }
     opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
@@ -818,7 +818,7 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
             if (OPAL_SUCCESS == rc) {
                 ++posted;
             } else {
-                eng->wire->peer_failed(eng, ep, rc);
+                eng->up->peer_failed(eng, ep, rc);
             }
         }
         item = next;

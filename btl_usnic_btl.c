@@ -210,7 +210,7 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
         return OPAL_ERR_RESOURCE_BUSY;
     }
     OPAL_BTL_USNIC_LOCK();
-    if (ep->failed) { /* written under the lock by wire_peer_failed */
+    if (ep->failed) { /* written under the lock by up_peer_failed (btl_usnic_module.c) */
         OPAL_BTL_USNIC_UNLOCK();
         return OPAL_ERR_RESOURCE_BUSY;
     }

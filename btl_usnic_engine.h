@@ -3,16 +3,22 @@
  *
  * The reliability engine: sequence numbers, windows, ACKs, retransmission,
  * chunking and reassembly.  It never reads a clock and never calls
- * libfabric: events come in with the current progress tick, and segments go
- * out through a small "wire" interface.  The module binds the libfabric
- * wire; tests bind an in-memory wire and a virtual clock.
+ * libfabric: events come in with the current progress tick, segments go
+ * out through a small "wire" interface below it, and what the PML must
+ * hear goes up through its upcalls.  The module binds the transport and
+ * the PML; tests bind an in-memory wire, a recording PML and a virtual
+ * clock.
  *
  * Events in:   opal_btl_usnic_recv_segment()      a datagram arrived
+ *              opal_btl_usnic_recv_fast()         ... the fast path's tiny one
  *              opal_btl_usnic_seg_send_complete() the provider released a buffer
- *              opal_btl_usnic_retrans_expired()   a retransmit timer fired
  *              opal_btl_usnic_engine_progress()   one pass of the send progression
- * Actions out: wire->post()  (segments and ACKs), wire->timer_arm/disarm(),
- *              wire->deliver() (a fragment for the PML), descriptor callbacks.
+ *                                                 (expires timers that are due)
+ *              opal_btl_usnic_frag_submit() ...   the BTL entry points (btl_usnic_glue.h)
+ * Actions out: wire->post() (segments and ACKs), wire->timer_arm/disarm(),
+ *              wire->flush();
+ *              up->deliver() (a fragment for the PML), up->send_done(),
+ *              up->put_done(), up->peer_failed().
  */
 #ifndef OPAL_BTL_USNIC_ENGINE_H
 #define OPAL_BTL_USNIC_ENGINE_H

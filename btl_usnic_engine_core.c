@@ -14,7 +14,7 @@
 #include "btl_usnic_reg.h"
 
 int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
-                               const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl)
+                               const opal_btl_usnic_wire_ops_t *wire, const opal_btl_usnic_upcalls_t *up)
 {
     memset(&eng->stats, 0, sizeof(eng->stats));
     eng->p = *params;
@@ -23,7 +23,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     }
     eng->nonce_generation = 0;
     eng->wire = wire;
-    eng->btl = btl;
+    eng->up = up;
     eng->tick = 0;
     eng->now = 0;
     eng->next_deadline = UINT64_MAX;

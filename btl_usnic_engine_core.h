@@ -1,8 +1,9 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The engine's core types: its parameters, the table that binds it to the
- * world (the wire ops), the engine itself, its lifecycle and its clock.  Layers of the engine, bottom-up (each header
+ * The engine's core types: its parameters, the two tables that bind it to
+ * the world (downward the wire, upward its owner and the PML), the engine
+ * itself, its lifecycle and its clock.  Layers of the engine, bottom-up (each header
  * includes only the ones below it; test/unit/check-headers.sh checks):
  *
  *   proto.h seq.h auth.h batch.h stats.h slab.h reg.h   pure building blocks
@@ -47,6 +48,21 @@ typedef struct mca_btl_base_endpoint_t opal_btl_usnic_endpoint_t;
 
 struct opal_btl_usnic_engine_t;
 
+/*
+ * The engine meets the world through two tables of functions, each bound
+ * once by opal_btl_usnic_engine_init (the module binds its own, the tests
+ * theirs).  Downward, the wire ops: what the engine asks of the transport
+ * below (post a datagram, watch a timer, send what was held back).
+ * Upward, the upcalls: what it tells its owner for the PML above (a
+ * fragment arrived, a send or a PUT is done, a peer failed).  Two tables,
+ * not one, because they face opposite ways: the engine calls down while
+ * it works and up when work ends, and an implementation of one needs
+ * nothing of the other (the pair simulation swaps the wire for its
+ * links, the fuzzer the delivery for Open MPI's table of tags).  Nothing
+ * else of the engine reaches its owner or the PML.
+ */
+
+/* Downward: the wire under the engine */
 typedef struct opal_btl_usnic_wire_ops_t {
     /**
      * Post |seg| (|seg->wire_len| bytes at |seg->hdr|) to |ep| on |channel|
@@ -66,11 +82,6 @@ typedef struct opal_btl_usnic_wire_ops_t {
                      opal_btl_usnic_send_seg_t *seg);
     void (*timer_disarm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                          opal_btl_usnic_send_seg_t *seg);
-    /* Hand a complete fragment to the PML; |data| is valid only during the call. */
-    void (*deliver)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                    uint8_t tag, void *data, size_t len);
-    /* Tell the owner that |ep| stopped being reachable (hard post error). */
-    void (*peer_failed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc);
     /**
      * Send what post held back.  A wire that batches (params.batch_segs
      * > 1: the socket wire cuts the data segments posted to one peer in a
@@ -81,6 +92,41 @@ typedef struct opal_btl_usnic_wire_ops_t {
      */
     void (*flush)(struct opal_btl_usnic_engine_t *eng);
 } opal_btl_usnic_wire_ops_t;
+
+/* Upward: the owner of the engine, and through it the PML */
+typedef struct opal_btl_usnic_upcalls_t {
+    /**
+     * Hand the complete fragment |data| (|len| bytes, tag |tag|) from |ep|
+     * to the PML; |data| is valid only during the call.  The callee may
+     * progress the engine again (a fragment completing meanwhile waits for
+     * this call to return).
+     */
+    void (*deliver)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                    size_t len);
+    /**
+     * The send of the PML's descriptor |frag| ended with |status|
+     * (OPAL_SUCCESS: its data left and the BTL holds what is retransmitted;
+     * else it never will): call the PML back.  Made only for a descriptor
+     * with a callback (des_cbfunc), never from inside the PML's own send
+     * call; the callee may free |frag| (btl_free).
+     */
+    void (*send_done)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status);
+    /**
+     * The PUT |frag| ended with |status| (OPAL_SUCCESS: the target ACKed
+     * every byte): call the PML back with what frag->put keeps of its
+     * request (callback, context, data, local handle).  Made only for a PUT
+     * with a callback, from a progress pass; the engine recycles |frag|
+     * afterwards.
+     */
+    void (*put_done)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status);
+    /**
+     * |ep| stopped being reachable (|rc|: a hard post error, or
+     * OPAL_ERR_TIMEOUT when it ACKed nothing for peer_timeout): the owner
+     * marks it failed, fails its fragments (opal_btl_usnic_endpoint_flush)
+     * and tells the PML.  May be called again for a peer already failed.
+     */
+    void (*peer_failed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc);
+} opal_btl_usnic_upcalls_t;
 
 typedef struct opal_btl_usnic_engine_params_t {
     int protect;                  /* opal_btl_usnic_protect_t: what every datagram's tag covers */
@@ -112,8 +158,8 @@ typedef struct opal_btl_usnic_engine_params_t {
 
 typedef struct opal_btl_usnic_engine_t {
     opal_btl_usnic_engine_params_t p;
-    const opal_btl_usnic_wire_ops_t *wire;
-    mca_btl_base_module_t *btl;   /* passed back in PML callbacks */
+    const opal_btl_usnic_wire_ops_t *wire; /* downward */
+    const opal_btl_usnic_upcalls_t *up;    /* upward */
 
     size_t max_frag_payload;      /* PML bytes in one FRAG segment */
     size_t max_chunk_payload;     /* bytes in one CHUNK segment */
@@ -153,11 +199,12 @@ typedef struct opal_btl_usnic_engine_t {
 #define OPAL_BTL_USNIC_STAT_INC(eng, name) ((eng)->stats.name++)
 
 /**
- * Set up |eng| with |params| and |wire|.  Returns OPAL_SUCCESS or
- * OPAL_ERR_OUT_OF_RESOURCE.  |btl| may be NULL in tests.
+ * Set up |eng| with |params|, bound to |wire| below and |up| above (both
+ * must outlive the engine).  Returns OPAL_SUCCESS or
+ * OPAL_ERR_OUT_OF_RESOURCE.
  */
 int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
-                               const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl);
+                               const opal_btl_usnic_wire_ops_t *wire, const opal_btl_usnic_upcalls_t *up);
 /* Undo engine_init; safe on a zeroed engine that was never (or only
  * partly) initialised, and twice */
 void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng);

@@ -106,8 +106,7 @@ void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_se
 {
     frag->callback_pending = false;
     if (NULL != frag->put.cbfunc) {
-        frag->put.cbfunc(eng->btl, frag->ep, frag->segments[0].seg_addr.pval, frag->put.local_handle,
-                         frag->put.cbcontext, frag->put.cbdata, frag->put.status);
+        eng->up->put_done(eng, frag, frag->put.status);
     }
     opal_btl_usnic_frag_return(&eng->pool, frag);
 }

@@ -140,7 +140,7 @@ static void deliver_one(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
                         size_t len)
 {
     ep->rx.delivering = true;
-    eng->wire->deliver(eng, ep, tag, data, len);
+    eng->up->deliver(eng, ep, tag, data, len);
     ep->rx.delivering = false;
 }
 

@@ -44,12 +44,13 @@ static void rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
 
 /* ----- PML callbacks and fragment recycling ----- */
 
+/* The PML hears about |frag| through the upcall, if it asked to */
 static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
 {
     frag->callback_pending = false;
     if (NULL != frag->base.des_cbfunc) {
         OPAL_BTL_USNIC_STAT_INC(eng, pml_send_callbacks);
-        frag->base.des_cbfunc(eng->btl, frag->ep, &frag->base, status);
+        eng->up->send_done(eng, frag, status);
     }
 }
 
@@ -197,7 +198,7 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
         if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
         } else {
-            eng->wire->peer_failed(eng, ep, rc);
+            eng->up->peer_failed(eng, ep, rc);
         }
         return rc;
     }
@@ -576,7 +577,7 @@ static int progress_resends(opal_btl_usnic_engine_t *eng)
             if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
                 OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
             } else {
-                eng->wire->peer_failed(eng, seg->ep, rc);
+                eng->up->peer_failed(eng, seg->ep, rc);
             }
             break;
         }

@@ -96,8 +96,23 @@ static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     }
 }
 
-static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
-                            size_t len)
+/* Nothing is held back: every post was recorded as it came */
+static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
+{
+    ++fx_of(eng)->flushes;
+}
+
+static const opal_btl_usnic_wire_ops_t fx_wire = {
+    .post = fx_wire_post,
+    .timer_arm = fx_wire_timer_arm,
+    .timer_disarm = fx_wire_timer_disarm,
+    .flush = fx_wire_flush,
+};
+
+/* ----- the upcalls: a recording PML ----- */
+
+static void fx_up_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                          size_t len)
 {
     fx_t *fx = fx_of(eng);
     if (fx->ndels == fx->dels_cap) {
@@ -115,8 +130,23 @@ static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     }
 }
 
-/* Mirrors the module's wire_peer_failed (minus show_help and the PML error callback) */
-static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
+/* As the module's up_send_done and up_put_done: the PML's own callbacks
+ * (no BTL module in tests) */
+static void fx_up_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    ++fx_of(eng)->send_dones;
+    frag->base.des_cbfunc(NULL, frag->ep, &frag->base, status);
+}
+
+static void fx_up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    ++fx_of(eng)->put_dones;
+    frag->put.cbfunc(NULL, frag->ep, frag->segments[0].seg_addr.pval, frag->put.local_handle, frag->put.cbcontext,
+                     frag->put.cbdata, status);
+}
+
+/* Mirrors the module's up_peer_failed (minus show_help and the PML error callback) */
+static void fx_up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
 {
     fx_t *fx = fx_of(eng);
     ++fx->peer_failed_calls;
@@ -129,19 +159,11 @@ static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
 }
 
-/* Nothing is held back: every post was recorded as it came */
-static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
-{
-    ++fx_of(eng)->flushes;
-}
-
-static const opal_btl_usnic_wire_ops_t fx_wire = {
-    .post = fx_wire_post,
-    .timer_arm = fx_wire_timer_arm,
-    .timer_disarm = fx_wire_timer_disarm,
-    .deliver = fx_wire_deliver,
-    .peer_failed = fx_wire_peer_failed,
-    .flush = fx_wire_flush,
+static const opal_btl_usnic_upcalls_t fx_up = {
+    .deliver = fx_up_deliver,
+    .send_done = fx_up_send_done,
+    .put_done = fx_up_put_done,
+    .peer_failed = fx_up_peer_failed,
 };
 
 /* ----- setup ----- */
@@ -170,12 +192,18 @@ const opal_btl_usnic_wire_ops_t *fx_wire_ops(void)
     return &fx_wire;
 }
 
-void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
+const opal_btl_usnic_upcalls_t *fx_upcalls(void)
 {
-    fx_init_with_wire(fx, p, &fx_wire);
+    return &fx_up;
 }
 
-void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire)
+void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
+{
+    fx_init_with_wire(fx, p, NULL, NULL);
+}
+
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire,
+                       const opal_btl_usnic_upcalls_t *up)
 {
     opal_btl_usnic_engine_params_t def;
     memset(fx, 0, sizeof(*fx));
@@ -184,7 +212,8 @@ void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const 
         p = &def;
     }
     fx->fail_rc = OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, wire, NULL)) {
+    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, NULL != wire ? wire : &fx_wire,
+                                                   NULL != up ? up : &fx_up)) {
         fprintf(stderr, "fixture: opal_btl_usnic_engine_init failed\n");
         abort();
     }

@@ -71,7 +71,7 @@ typedef struct fx_post_t {
     bool completed;        /* completion reported to the engine */
 } fx_post_t;
 
-/* One call of wire->deliver */
+/* One call of the deliver upcall */
 typedef struct fx_delivery_t {
     opal_btl_usnic_endpoint_t *ep;
     uint8_t tag;
@@ -104,6 +104,8 @@ struct fx_t {
     fx_delivery_t *dels;
     size_t ndels, dels_cap;
     fx_deliver_hook_t deliver_hook;
+    unsigned send_dones;          /* send_done upcalls (PML send callbacks) */
+    unsigned put_dones;           /* put_done upcalls (PML PUT callbacks) */
 
     unsigned flushes;             /* wire->flush calls */
 
@@ -124,13 +126,17 @@ typedef struct fx_cb_t {
 } fx_cb_t;
 
 void fx_params_default(opal_btl_usnic_engine_params_t *p);
-/* The recording wire (for a test that binds its own variant of it) */
+/* The recording wire and the recording upcalls (for a test that binds its
+ * own variant of either) */
 const opal_btl_usnic_wire_ops_t *fx_wire_ops(void);
+const opal_btl_usnic_upcalls_t *fx_upcalls(void);
 /* Set up |fx| (|p| NULL: defaults).  Aborts the program if the engine cannot start. */
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p);
-/* The same with another wire (the pair simulation); |fx| must then be the
- * first member of whatever the wire maps the engine back to */
-void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire);
+/* The same with another wire or other upcalls (NULL: the recording ones;
+ * the pair simulation, the fuzzer); |fx| must then be the first member of
+ * whatever they map the engine back to */
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire,
+                       const opal_btl_usnic_upcalls_t *up);
 void fx_fini(fx_t *fx);
 fx_t *fx_of(opal_btl_usnic_engine_t *eng);
 

@@ -367,10 +367,18 @@ static const opal_btl_usnic_wire_ops_t sim_wire = {
     .post = sim_post,
     .timer_arm = sim_timer_arm,
     .timer_disarm = sim_timer_disarm,
-    .deliver = sim_deliver,
-    .peer_failed = sim_peer_failed,
     .flush = sim_flush,
 };
+
+/* The fixture's PML callbacks; deliveries and failures as above */
+static const opal_btl_usnic_upcalls_t *sim_upcalls(void)
+{
+    static opal_btl_usnic_upcalls_t up;
+    up = *fx_upcalls();
+    up.deliver = sim_deliver;
+    up.peer_failed = sim_peer_failed;
+    return &up;
+}
 
 /* ---------------- traffic ---------------- */
 
@@ -514,7 +522,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
         p.max_resends_per_iteration = c->max_resends;
     }
     memset(s, 0, sizeof(*s));
-    fx_init_with_wire(&s->fx, &p, &sim_wire);
+    fx_init_with_wire(&s->fx, &p, &sim_wire, sim_upcalls());
     s->sim = sim;
     s->id = id;
     uint32_t local = id ? c->isn_b : c->isn_a, remote = id ? c->isn_a : c->isn_b;

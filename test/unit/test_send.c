@@ -124,6 +124,7 @@ static void test_send_small_via_queue(void)
     CHECK_MEM(p->bytes + FX_HDR, want, 1000);
     CHECK_EQ(cb.calls, 1); /* all of it is in our buffer: the PML may go on */
     CHECK_EQ(cb.status, OPAL_SUCCESS);
+    CHECK_EQ(fx.send_dones, 1); /* through the engine's send_done upcall */
     CHECK(!frag->queued);
     CHECK(!ep->tx.on_rts_list);
     CHECK_EQ_U(fx.eng.stats.num_frag_sends, 1);

@@ -43,6 +43,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.ack_owed = false;
     ep->rx.late_dup = false;
     ep->rx.repaired = false;
+    ep->rx.fast_ack_urgent = false;
     ep->rx.on_ack_list = false;
     ep->rx.last_ack_sent = 0;
     ep->rx.prev_ack_sent = 0;

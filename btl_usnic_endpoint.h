@@ -87,6 +87,8 @@ struct mca_btl_base_endpoint_t {
         bool ack_owed;
         bool late_dup;                   /* a copy of a received, un-ACKed segment came again */
         bool repaired;                   /* a retransmitted copy filled a hole */
+        bool fast_ack_urgent;            /* the fast path's decision for the ACK that
+                                            opal_btl_usnic_recv_fast_finish schedules */
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
         opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
         uint64_t last_ack_time;          /* when last_ack_sent first left */

@@ -48,9 +48,12 @@ typedef enum {
 
 /**
  * Fast receive path, step 1: if |buf| is a FRAG segment that is next in
- * order (and its successor has not arrived), authenticate it, mark it
- * received and deliver it to the PML (TAKEN: set *|ep_p|; the caller later
- * calls opal_btl_usnic_recv_fast_finish()).
+ * order (and its successor has not arrived), authenticate it and accept it
+ * exactly as opal_btl_usnic_recv_segment() would (the same accept, so the
+ * same ACK information taken, window mark, delivery to the PML, counters
+ * but num_fast_recvs, and ACK decision), except that the ACK is only
+ * decided, not scheduled (TAKEN: set *|ep_p|; the caller later calls
+ * opal_btl_usnic_recv_fast_finish()).
  */
 opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
                                                void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
@@ -66,7 +69,8 @@ typedef struct opal_btl_usnic_rx_state_t {
 
 void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st);
 
-/* Fast receive path, step 2: the deferred bookkeeping (ACK scheduling). */
+/* Fast receive path, step 2: the deferred bookkeeping, scheduling the
+ * ACK as step 1 decided. */
 void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                      void *buf);
 

@@ -14,7 +14,7 @@
  *              opal_btl_usnic_seg_send_complete() the provider released a buffer
  *              opal_btl_usnic_engine_progress()   one pass of the send progression
  *                                                 (expires timers that are due)
- *              opal_btl_usnic_frag_submit() ...   the BTL entry points (btl_usnic_glue.h)
+ *              opal_btl_usnic_btl_send() ...      the BTL entry points (btl_usnic_glue.h)
  * Actions out: wire->post() (segments and ACKs), wire->timer_arm/disarm(),
  *              wire->flush();
  *              up->deliver() (a fragment for the PML), up->send_done(),

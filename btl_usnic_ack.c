@@ -347,6 +347,9 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
         if (end > in_flight) {
             end = in_flight; /* claims beyond what we sent: nothing to learn */
         }
+        if (start >= end) {
+            continue; /* nothing of it was sent: it teaches nothing about holes either */
+        }
         for (uint32_t pos = start; pos < end; ++pos) {
             opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
             if (NULL != seg) {
@@ -554,8 +557,11 @@ static void retransmit_run(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     uint32_t budget = eng->p.batch_segs;
     for (uint32_t pos = 1; pos < in_flight && pos < budget; ++pos) {
         opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
-        if (NULL == seg || seg->sent_time > oldest->sent_time) {
+        if (NULL == seg) {
             break;
+        }
+        if (seg->sent_time > oldest->sent_time) {
+            continue; /* resent since (a repaired hole): its own copy is younger */
         }
         if (!(seg->flags & (OPAL_BTL_USNIC_SEG_FLAG_SACKED | OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND))) {
             retransmit_now(eng, ep, seg);

@@ -37,18 +37,18 @@ unsigned opal_btl_usnic_gso_run(const opal_btl_usnic_gso_path_t *path, const uin
 }
 
 opal_btl_usnic_gso_verdict_t opal_btl_usnic_gso_failed(opal_btl_usnic_gso_path_t *path, int err, unsigned segs,
-                                                       size_t bytes)
+                                                       size_t seg, size_t bytes)
 {
     switch (err) {
     case EINVAL: /* more segments than this kernel cuts, or a segment the device cannot carry */
-        if (segs > 2) {
+        if (segs / 2 >= 2) {
             path->max_segs = (uint16_t) (segs / 2);
             ++path->fallbacks;
             return OPAL_BTL_USNIC_GSO_RETRY;
         }
         break;
     case EMSGSIZE: /* more bytes than one offload send carries */
-        if (segs > 2 && bytes / 2 >= 2 * (bytes / segs)) {
+        if (segs > 2 && bytes / 2 >= 2 * seg) {
             path->max_bytes = (uint32_t) (bytes / 2);
             ++path->fallbacks;
             return OPAL_BTL_USNIC_GSO_RETRY;

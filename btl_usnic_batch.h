@@ -68,13 +68,15 @@ typedef enum {
 } opal_btl_usnic_gso_verdict_t;
 
 /**
- * An offload send of |segs| (>= 2) datagrams, |bytes| in all, on |path|
- * failed with errno |err|: EIO, ENOPROTOOPT, EOPNOTSUPP turn the offload
- * off; EINVAL halves the segment cap, EMSGSIZE the byte cap (off once a
- * run would be a single datagram).  Counts the fallback in the path.
+ * An offload send of |segs| (>= 2) datagrams of |seg| bytes (the run's
+ * segment size: its first datagram's), |bytes| in all, on |path| failed
+ * with errno |err|: EIO, ENOPROTOOPT, EOPNOTSUPP turn the offload off;
+ * EINVAL halves the segment cap, EMSGSIZE the byte cap (off once a run
+ * would be a single datagram: fewer than 2 segments, or a byte cap below
+ * two segments).  Counts the fallback in the path.
  */
 opal_btl_usnic_gso_verdict_t opal_btl_usnic_gso_failed(opal_btl_usnic_gso_path_t *path, int err, unsigned segs,
-                                                       size_t bytes);
+                                                       size_t seg, size_t bytes);
 
 /* One datagram of a receive buffer */
 typedef struct opal_btl_usnic_span_t {

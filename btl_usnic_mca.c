@@ -495,15 +495,19 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
         opal_btl_usnic_rx_state(ep, &rx);
         /* the sending side (what we wait for) and the receiving side
          * (what the peer may be waiting for from us) of this peer */
-        char oldest[96] = "";
+        char oldest[96] = "", path[48] = "";
         describe_oldest(ep, oldest, sizeof(oldest));
+        if (NULL != module->sock) { /* the socket wire: what it learned of the path's offload */
+            snprintf(path, sizeof(path), " gso_segs=%u gso_bytes=%u", (unsigned) ep->gso.max_segs,
+                     (unsigned) ep->gso.max_bytes);
+        }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u%s queued=%zu credit=%u window=%u; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u%s queued=%zu credit=%u window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
                     (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep), oldest,
-                    opal_list_get_size(&ep->tx.queue), ep->tx.peer_credit, ep->window, (unsigned) rx.next_expected,
+                    opal_list_get_size(&ep->tx.queue), ep->tx.peer_credit, ep->window, path, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }

@@ -240,10 +240,11 @@ static void connectivity_map_note(const opal_btl_usnic_module_t *module, const o
     struct in_addr a = {.s_addr = module->ipv4}, b = {.s_addr = remote->ipv4};
     inet_ntop(AF_INET, &a, local, sizeof(local));
     inet_ntop(AF_INET, &b, peer, sizeof(peer));
-    fprintf(c->map_file, "%s %s -> rank %s %s %s ports %u,%u mtu %u\n", module->if_name, local,
+    fprintf(c->map_file, "%s %s -> rank %s %s %s ports %u,%u mtu %u wire %s\n", module->if_name, local,
             opal_btl_usnic_id_str(opal_btl_usnic_proc_id(&proc->proc_name)).s,
             opal_get_proc_hostname(proc), peer,
-            (unsigned) remote->ports[0], (unsigned) remote->ports[1], (unsigned) remote->mtu);
+            (unsigned) remote->ports[0], (unsigned) remote->ports[1], (unsigned) remote->mtu,
+            OPAL_BTL_USNIC_WIRE_SOCKET == remote->wire ? "socket" : "ofi");
     fflush(c->map_file);
 }
 

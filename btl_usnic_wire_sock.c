@@ -314,7 +314,7 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
             for (uint32_t i = 0; i < k; ++i) {
                 bytes += lens[i];
             }
-            opal_btl_usnic_gso_verdict_t verdict = opal_btl_usnic_gso_failed(&ep->gso, err, k, bytes);
+            opal_btl_usnic_gso_verdict_t verdict = opal_btl_usnic_gso_failed(&ep->gso, err, k, lens[0], bytes);
             if (OPAL_BTL_USNIC_GSO_NOT_OURS != verdict) {
                 report_gso_fallback(module, ep, err, verdict);
                 return 0; /* the same datagrams again, planned anew */

@@ -42,7 +42,7 @@ expected=(provider_include if_include if_exclude max_btls sd_num rd_num prio_sd_
           retrans_timeout rto_min rto_max peer_timeout max_resends_per_iteration ack_iteration_delay ack_delay priority_limit window stats
           verbose link_speed inject_faults exclusivity flags eager_limit rndv_eager_limit max_send_size latency bandwidth
           numa_latency_penalty connectivity_check connectivity_timeout connectivity_retries connectivity_policy
-          protection)
+          protection wire max_datagram sock_gso sock_gro sock_rcvbuf sock_sndbuf)
 missing=()
 for p in "${expected[@]}"; do
     # the line after the parameter line is its help text: it must not be empty
@@ -80,7 +80,7 @@ fi
 mapdir=$(mktemp -d)
 run OMPI_MCA_btl_usnic_connectivity_map="$mapdir/map" -- -np 3 --mca btl usnic,self --mca btl_usnic_if_include lo
 maps=$(ls "$mapdir"/map-*.txt 2>/dev/null | wc -l)
-peers=$(cat "$mapdir"/map-*.txt 2>/dev/null | grep -cE '^lo 127\.0\.0\.1 -> rank [0-2] .* 127\.0\.0\.1 ports [0-9]+,[0-9]+ mtu [0-9]+$')
+peers=$(cat "$mapdir"/map-*.txt 2>/dev/null | grep -cE '^lo 127\.0\.0\.1 -> rank [0-2] .* 127\.0\.0\.1 ports [0-9]+,[0-9]+ mtu [0-9]+ wire (socket|ofi)$')
 if [[ $rc -eq 0 && $maps -eq 3 && $peers -eq 6 ]]; then
     ok "connectivity_map: 3 files, each rank's 2 peers over lo"
 else
@@ -118,6 +118,11 @@ check_bad_value "connectivity_timeout=0" "btl_usnic_connectivity_timeout" OMPI_M
 check_bad_value "numa_latency_penalty=-1" "btl_usnic_numa_latency_penalty" \
     OMPI_MCA_btl_usnic_numa_latency_penalty=-1
 check_bad_value "protection=weak" "btl_usnic_protection" OMPI_MCA_btl_usnic_protection=weak
+check_bad_value "wire=infiniband" "btl_usnic_wire" OMPI_MCA_btl_usnic_wire=infiniband
+check_bad_value "max_datagram=100" "btl_usnic_max_datagram" OMPI_MCA_btl_usnic_max_datagram=100
+check_bad_value "max_datagram=70000" "btl_usnic_max_datagram" OMPI_MCA_btl_usnic_max_datagram=70000
+check_bad_value "sock_rcvbuf=1024" "btl_usnic_sock_rcvbuf" OMPI_MCA_btl_usnic_sock_rcvbuf=1024
+check_bad_value "sock_sndbuf=-1" "btl_usnic_sock_sndbuf" OMPI_MCA_btl_usnic_sock_sndbuf=-1
 
 # --- 5. an invalid if_include entry is named, a valid one still works ---
 run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include "lo,10.0.0.0/99"
@@ -169,6 +174,37 @@ if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && grep -qE "Local protectio
     ok "ranks with different protection: reported, no usnic traffic between them, job runs on tcp"
 else
     bad "different protection per rank (rc=$rc)" "$out"
+fi
+
+# --- 10. one rank on each wire: the same datagrams on the network, the
+# pair uses the smaller datagram (the ofi wire's 1472), every size class
+# verified byte by byte (test/mpi/pingpong.c, up to 16 MiB) ---
+mpicc -O2 -I"$HERE/../mpi" -o "$BUILD/pingpong" "$HERE/../mpi/pingpong.c" || { echo "cannot build pingpong.c"; exit 1; }
+mapdir=$(mktemp -d)
+out=$(timeout 180 "${MPIRUN[@]}" --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
+      --mca btl_usnic_verbose 5 --mca btl_usnic_connectivity_map "$mapdir/map" \
+      -np 1 env OMPI_MCA_btl_usnic_wire=ofi "$BUILD/pingpong" : -np 1 env OMPI_MCA_btl_usnic_wire=socket \
+      "$BUILD/pingpong" 2>&1)
+rc=$?
+wires=$(grep -oE "lo: (ofi|socket) wire$" <<<"$out" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+crossed=$(cat "$mapdir"/map-*.txt 2>/dev/null | grep -cE ' mtu 1472 wire ofi$| mtu 65000 wire socket$')
+if [[ $rc -eq 0 ]] && grep -q "PASS pingpong" <<<"$out" && [[ "$wires" == " 1 lo: ofi wire; 1 lo: socket wire;" ]] &&
+   [[ $crossed -eq 2 ]] && [[ $(grep -c "btl:usnic final stats" <<<"$out") -eq 2 ]] &&
+   ! grep "btl:usnic final stats" <<<"$out" | grep -qE "invalid_recvs|drop_oversized|drop_truncated"; then
+    ok "one rank per wire: every size verified, each sees the other's wire in its map, no invalid datagram"
+else
+    bad "one rank per wire (rc=$rc, wires '$wires', map lines naming the peer's wire: $crossed)" "$out"
+fi
+rm -rf "$mapdir"
+
+# --- 11. btl_usnic_max_datagram caps the socket wire's datagrams: 1472 on
+# loopback makes it send GSO batches (what a 1500-MTU network sees) ---
+run -- -np 2 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_wire socket \
+    --mca btl_usnic_max_datagram 1472 --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "socket wire: datagrams of 1472 bytes" <<<"$out") -eq 2 ]]; then
+    ok "max_datagram=1472: both ranks send 1472-byte datagrams on the socket wire"
+else
+    bad "max_datagram=1472 (rc=$rc)" "$out"
 fi
 
 echo "$passed passed, $failed failed"

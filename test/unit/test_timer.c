@@ -930,8 +930,10 @@ static void test_peer_timeout_idle_endpoint(void)
 }
 
 /*
- * ENGINE BUG (kept failing on purpose): the peer timeout is detected up to
- * rto_max late when the oldest segment was just retransmitted.
+ * Was an ENGINE BUG, fixed since (the peer deadline is kept across
+ * retransmissions); kept as a regression test, and it passes.  The bug:
+ * the peer timeout was detected up to rto_max late when the oldest segment
+ * had just been retransmitted.
  * opal_btl_usnic_engine_expire() recomputes next_deadline from
  * endpoint_expire(), which includes the endpoint's peer deadline
  * (last_ack_time + peer_timeout) except when it has just queued the oldest

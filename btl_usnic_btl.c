@@ -3,9 +3,12 @@
  *
  * The BTL entry points of a module (alloc, free, prepare_src, send,
  * sendi, put, memory registration, error callback, finalize) and the
- * module template, as a designated initializer at the bottom.  Peers are
- * btl_usnic_peers.c's, setup btl_usnic_module.c's, the wire below the
- * engine the transport's (btl_usnic_wire.h).
+ * module template, as a designated initializer at the bottom.  alloc,
+ * free, prepare_src, send and sendi take the lock and hand Open MPI's
+ * convertor to the engine's glue (btl_usnic_glue.c), which does the rest
+ * and which the unit tests drive too.  Peers are btl_usnic_peers.c's,
+ * setup btl_usnic_module.c's, the wire below the engine the transport's
+ * (btl_usnic_wire.h).
  */
 #include "opal_config.h"
 

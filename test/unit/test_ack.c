@@ -1127,7 +1127,7 @@ static void test_bye_recv_releases_and_refuses(void)
     CHECK(ep->departed);
     CHECK(!fx_run_to_timeout(&fx)); /* no timer left to fire */
     CHECK_EQ(fx.nposts, 4);
-    CHECK(ep->failed); /* the module fails sends to it (btl_usnic_module.c, wire_peer_failed) */
+    CHECK(ep->failed); /* the module fails sends to it (btl_usnic_module.c, up_peer_failed) */
     /* its later datagrams: dropped as departed, not invalid, not delivered */
     fx_recv(&fx, buf, len);
     uint32_t seq = PEER_ISN;

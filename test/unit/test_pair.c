@@ -48,7 +48,7 @@
  *     the receiver gets a unit's datagrams back to back in one pass (a GRO
  *     receive split into datagrams).  Priority-channel posts (ACKs, tiny
  *     fragments) stay single units.  Send completions come after the flush.
- *     The PML's btl_send calls send_now, as btl_usnic_btl.c does.  A pass
+ *     The PML's btl_send is btl_usnic_btl.c's glue (send_now).  A pass
  *     that ends with a post still held (the engine did not flush after a
  *     data-channel post) fails the case, as does a unit beyond batch_segs.
  *     Loss counters stay in datagrams (a lost batch of 44 is 44 drops).
@@ -629,13 +629,9 @@ static void submit(side_t *s, int k)
         return;
     }
     fx_set_callback(frag, &t->cb);
-    t->rc = fx_send(fx, ep, frag, tag);
+    t->rc = fx_send(fx, ep, frag, tag); /* usnic_send's glue: a queued fragment leaves at once when nothing is
+                                           in flight (send_now, which flushes) */
     t->expect_callback = (0 == t->rc);
-    if (0 == t->rc && s->sim->c->batch_segs > 1) {
-        /* btl_usnic_btl.c's usnic_send: a queued fragment leaves at once
-         * when nothing is in flight (and is flushed there) */
-        (void) opal_btl_usnic_engine_send_now(&fx->eng);
-    }
     if (t->rc < 0) {
         fx_free(fx, frag); /* refused (peer failed): the descriptor is still the PML's */
     }

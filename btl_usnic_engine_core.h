@@ -1,18 +1,20 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The engine's core types: its parameters, the two tables that bind it to
- * the world (downward the wire, upward its owner and the PML), the engine
- * itself, its lifecycle and its clock.  Layers of the engine, bottom-up (each header
- * includes only the ones below it; test/unit/check-headers.sh checks):
+ * The engine's core types: its parameters, the two tables that bind it
+ * to the world (downward the wire, upward its owner and the PML), the
+ * engine itself, its lifecycle and its clock.  Layers of the engine,
+ * bottom-up (btl_usnic_*.h; each header includes only lower layers, and
+ * test/unit/check-headers.sh checks that):
  *
- *   proto.h seq.h auth.h batch.h stats.h slab.h reg.h   pure building blocks
- *   frag.h                 segments, fragments, their pool, reassembly slots
- *   engine_core.h          this header
- *   endpoint.h             per-peer state, bound to an engine
- *   ack.h send.h recv.h put.h   the reliability engine's layers
- *   glue.h                 the engine side of the BTL entry points
- *   engine.h               all of it (what the module and the tests include)
+ *   proto seq auth batch stats slab reg   pure building blocks
+ *   frag                   segments, fragments, their pool, reassembly slots
+ *   engine_core            this header
+ *   endpoint               per-peer state, bound to an engine
+ *   ack send recv put      the reliability engine's layers (none includes another)
+ *   glue pml               the engine side of the BTL entry points; the
+ *                          module's side of the deliver upcall
+ *   engine                 all but pml (what the module and the tests include)
  *
  * Below endpoint.h a peer is Open MPI's opaque BTL endpoint (btl.h
  * declares the tag, btl_usnic_endpoint.h defines it): the engine holds

@@ -23,7 +23,9 @@
  * Posting.  A post on the priority channel (ACKs, tiny messages) goes to
  * the kernel at once.  A post on the data channel joins the channel's
  * queue; the queue goes out at flush (the engine flushes at the end of
- * every entry that posts data), or as soon as it holds a whole batch.  A
+ * every entry that posts data), or as soon as it holds an offload send's
+ * worth (another datagram of the size just posted would not fit 65507
+ * bytes, or 64 datagrams).  A
  * datagram the kernel does not take now (socket buffer full) stays queued
  * for the next pass; the queue holds at most the channel's send credits,
  * so the engine stops posting when it is full.  A datagram's completion
@@ -83,6 +85,7 @@ typedef struct sock_channel_t {
 
     sock_tx_t *tx;          /* ring of datagrams not yet with the kernel, in post order */
     uint32_t tx_head, tx_count, tx_cap;
+    size_t tx_bytes;        /* of the queued datagrams */
 
     size_t rbuf_size;       /* bytes of one receive buffer */
     uint8_t *rbufs;
@@ -149,6 +152,7 @@ static void tx_complete(opal_btl_usnic_module_t *module, sock_channel_t *ch, uin
         opal_btl_usnic_send_seg_t *seg = tx_at(ch, 0)->seg;
         ch->tx_head = (ch->tx_head + 1) % ch->tx_cap;
         --ch->tx_count;
+        ch->tx_bytes -= seg->wire_len;
         opal_btl_usnic_seg_send_complete(&module->eng, seg);
     }
 }
@@ -365,6 +369,7 @@ static void tx_push(sock_channel_t *ch, opal_btl_usnic_endpoint_t *ep, opal_btl_
     t->seg = seg;
     t->ep = ep;
     ++ch->tx_count;
+    ch->tx_bytes += seg->wire_len;
 }
 
 static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
@@ -375,7 +380,11 @@ static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE; /* more posts than credits: not the engine's way */
     }
     tx_push(ch, ep, seg);
-    if (OPAL_BTL_USNIC_PRIORITY_CHANNEL == channel || ch->tx_count >= module->caps.max_batch) {
+    /* an offload send's worth queued (another datagram like this one
+     * would not fit it; whatever the peer's datagram size): out now, so
+     * that the first datagrams of a long run do not wait for the last */
+    if (OPAL_BTL_USNIC_PRIORITY_CHANNEL == channel ||
+        ch->tx_bytes + seg->wire_len > OPAL_BTL_USNIC_UDP_MAX_PAYLOAD || ch->tx_count >= OPAL_BTL_USNIC_GSO_MAX_SEGS) {
         chan_flush(module, ch);
     }
     return OPAL_SUCCESS;

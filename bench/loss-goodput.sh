@@ -9,7 +9,15 @@
 #   LOSS_RATES="0 1" DURATION=2 TRANSPORTS="usnic tcp" bash bench/loss-goodput.sh
 #
 # Transports (TRANSPORTS, default all, in this order):
-#   usnic    the usnic BTL             pml ob1, btl usnic,self on lo
+#   usnic    the usnic BTL             pml ob1, btl usnic,self on lo, its
+#            default wire (auto: the socket wire, 65000-byte datagrams on lo)
+#   usnic_gso  the same on the socket wire with btl_usnic_max_datagram 1472
+#            (segmentation offload batches of 44 datagrams of 1472 bytes)
+#   usnic_ofi  the same on the ofi wire (btl_usnic_wire ofi: libfabric's udp
+#            provider, 1472-byte datagrams, one sendto each)
+#            Every usnic cell logs its wire (btl_usnic_verbose 5) and final
+#            counters (btl_usnic_stats 3600); a cell on another wire than its
+#            name says is "wrongpath".
 #   rxd      libfabric udp under ofi_rxd, through pml cm + mtl ofi
 #   tcp      btl/tcp; the UDP rule does not touch it (a control column)
 #   tcploss  btl/tcp with its ports pinned and the same share of the TCP
@@ -25,6 +33,17 @@
 #   BIND          mpirun binding options (default: probe "--bind-to core
 #                 --map-by core", fall back to "--bind-to none")
 #   TCP_PORT_MIN  first btl_tcp port for tcploss, default 23000 (32 ports)
+#   FOREIGN_PCT   warn when other processes used more than this share of
+#                 the CPUs during a cell, default 10
+#   DROP_DISTURBED  1 (default): a target line comparing a cell with such a
+#                 warning says "not measured" (with the figures); 0: judged
+#   SLOW_NS       cache-line round trip (ns) above which the VM counts as
+#                 in its slow state, default 150
+#
+# Around every cell bench/cacheline.c probes the VM's cross-core state (fast
+# ~60 ns / slow ~350 ns), shown on the cell's line with the share of the
+# CPUs other processes used; the target lines say whether the two cells
+# they compare saw one state.
 #
 # Output: per-cell lines while running, then the tables.  Logs of every
 # cell are in bench/build/logs/.  A cell that fails prints "fail", one
@@ -46,8 +65,10 @@ WARMUP=${WARMUP:-0.5}
 WINDOW=${WINDOW:-4}
 SIZE=${SIZE:-1048576}
 CELL_TIMEOUT=${CELL_TIMEOUT:-90}
-TRANSPORTS=${TRANSPORTS:-"usnic rxd tcp tcploss"}
+TRANSPORTS=${TRANSPORTS:-"usnic usnic_gso usnic_ofi rxd tcp tcploss"}
 TCP_PORT_MIN=${TCP_PORT_MIN:-23000}
+FOREIGN_PCT=${FOREIGN_PCT:-10}
+DROP_DISTURBED=${DROP_DISTURBED:-1}
 TCP_PORT_RANGE=32
 TCP_PORT_MAX=$((TCP_PORT_MIN + TCP_PORT_RANGE - 1))
 RXD_PROVIDER="udp;ofi_rxd"
@@ -66,8 +87,8 @@ die() { echo "loss-goodput: $*" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || die "must run as root (ip netns, nftables)"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|rxd|tcp|tcploss) ;;
-        *) die "unknown transport '$t' in TRANSPORTS (known: usnic rxd tcp tcploss)" ;;
+        usnic|usnic_gso|usnic_ofi|rxd|tcp|tcploss) ;;
+        *) die "unknown transport '$t' in TRANSPORTS (known: usnic usnic_gso usnic_ofi rxd tcp tcploss)" ;;
     esac
 done
 for r in $LOSS_RATES; do
@@ -76,10 +97,11 @@ done
 [[ $DURATION =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bad DURATION '$DURATION'"
 [[ $WARMUP =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "bad WARMUP '$WARMUP'"
 [[ $CELL_TIMEOUT =~ ^[0-9]+$ ]] || die "bad CELL_TIMEOUT '$CELL_TIMEOUT'"
+[[ $FOREIGN_PCT =~ ^[0-9]+$ && $DROP_DISTURBED =~ ^[01]$ ]] || die "bad FOREIGN_PCT or DROP_DISTURBED"
 for cmd in mpicc mpirun ip nft timeout; do
     command -v "$cmd" >/dev/null || die "$cmd not found"
 done
-if [[ " $TRANSPORTS " == *" usnic "* ]] && ! ompi_info 2>/dev/null | grep -q 'MCA btl: usnic'; then
+if [[ " $TRANSPORTS" == *" usnic"* ]] && ! ompi_info 2>/dev/null | grep -q 'MCA btl: usnic'; then
     die "Open MPI lists no usnic BTL (ompi_info | grep 'MCA btl: usnic'); install it first"
 fi
 
@@ -94,6 +116,32 @@ rm -f "$LOG_DIR"/*.log
 echo "building bench/build/goodput (mpicc -O2 -Wall -Wextra -Werror)"
 mpicc -O2 -Wall -Wextra -Werror -o "$BINARY" "$BENCH_DIR/goodput.c" ||
     die "compiling bench/goodput.c failed"
+cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cacheline.c" ||
+    die "compiling bench/cacheline.c failed"
+
+# The VM's cross-core state (bench/cacheline.c, as in bench/perf.sh): "fast
+# NS" or "slow NS" (a cache line's round trip between the two CPUs, ns;
+# above SLOW_NS = slow), probed before and after each cell.  Loopback
+# throughput moves 2-3x with it, so a share of "its own 0%" or a ratio to
+# tcploss compares like with like only when both cells saw one state.
+SLOW_NS=${SLOW_NS:-150}
+vm_state() {
+    # the median of 3 probes (each ~10 ms): one probe that a preemption
+    # lengthened does not flip the state
+    local ns
+    ns=$(for _ in 1 2 3; do "$BUILD_DIR/cacheline" --cpus 0,1 2>/dev/null; done |
+        sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    if [[ -z $ns ]]; then echo "unknown -"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow $ns"; else echo "fast $ns"; fi
+}
+# Busy ticks of all CPUs, and CHILD_CPU = this shell's finished children's
+# CPU seconds (as bench/perf.sh; "times" must run in this shell, not in a
+# $(...) subshell): what other processes used during a cell
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9 }' /proc/stat; }
+children_cpu() {
+    times >"$BUILD_DIR/.times-loss"
+    CHILD_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' \
+        "$BUILD_DIR/.times-loss")
+}
 
 # ---------------------------------------------------------------------------
 # Namespace and mpirun
@@ -102,9 +150,12 @@ mpicc -O2 -Wall -Wextra -Werror -o "$BINARY" "$BENCH_DIR/goodput.c" ||
 netns_create || die "cannot create a network namespace with nftables (need root, iproute2, nftables)"
 echo "network namespace $NETNS (loopback only)"
 
+USNIC_LO="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600"
 transport_args() {
     case $1 in
-        usnic)   echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" ;;
+        usnic)     echo "$USNIC_LO" ;;
+        usnic_gso) echo "$USNIC_LO --mca btl_usnic_wire socket --mca btl_usnic_max_datagram 1472" ;;
+        usnic_ofi) echo "$USNIC_LO --mca btl_usnic_wire ofi" ;;
         rxd)     echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
                       "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
         tcp)     echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
@@ -133,7 +184,7 @@ echo "binding: $BIND"
 # Cells
 # ---------------------------------------------------------------------------
 
-declare -A GOODPUT RESENDS DROPS RCVBUF NOTE
+declare -A GOODPUT RESENDS DROPS RCVBUF NOTE WIRE VMSTATE OTHERS
 
 # Datagrams the namespace's kernel dropped because a UDP socket's receive
 # buffer was full (not the nft rule): Udp RcvbufErrors of /proc/net/snmp.
@@ -144,6 +195,36 @@ udp_rcvbuf_errors() {
 }
 
 field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
+
+# wire_check TRANSPORT LOG: the wire both ranks opened on lo (verbose
+# lines), the socket wire's datagram size and segmentation offload sends
+# (final statistics, both ranks).  Sets WIRE_KIND ("socket 65000 B, 1234
+# GSO sends", "ofi") and WIRE_WHY (empty, or why the cell is on the wrong path).
+wire_check() {
+    local t=$1 log=$2 nsock nofi dg gs want=socket
+    nsock=$(grep -c 'btl:usnic: lo: socket wire$' "$log")
+    nofi=$(grep -c 'btl:usnic: lo: ofi wire$' "$log")
+    dg=$(sed -nE 's/.*btl:usnic: lo: socket wire: datagrams of ([0-9]+) bytes.*/\1/p' "$log" | sort -u | tr '\n' '/')
+    dg=${dg%/}
+    gs=$(awk '/btl:usnic final stats \[/ && !/\] peer / { if (match($0, /gso_sends=[0-9]+/)) n += substr($0, RSTART + 10, RLENGTH - 10) }
+              END { print n + 0 }' "$log")
+    [[ $t == usnic_ofi ]] && want=ofi
+    WIRE_WHY=""
+    if [[ $nsock -eq 2 && $nofi -eq 0 ]]; then
+        WIRE_KIND="socket ${dg:-?} B, $gs GSO sends"
+    elif [[ $nofi -eq 2 && $nsock -eq 0 ]]; then
+        WIRE_KIND="ofi"
+    else
+        WIRE_KIND="?"
+        WIRE_WHY="expected 2 ranks logging 'lo: $want wire', got $nsock socket and $nofi ofi"
+        return
+    fi
+    if [[ ${WIRE_KIND%% *} != "$want" ]]; then
+        WIRE_WHY="on the ${WIRE_KIND%% *} wire, expected $want"
+    elif [[ $t == usnic_gso && ($dg != 1472 || $gs -eq 0) ]]; then
+        WIRE_WHY="socket wire with ${dg:-unknown}-byte datagrams and $gs GSO sends, expected 1472 and some"
+    fi
+}
 
 # run_cell TRANSPORT RATE: one mpirun; fills GOODPUT (MB/s or a failure
 # word), RESENDS (usnic only), DROPS (what the relevant nft rule dropped).
@@ -158,12 +239,23 @@ run_cell() {
         return
     fi
 
+    local st0 ns0 st1 ns1 b0 b1 c0 c1 w0 w1
+    read -r st0 ns0 < <(vm_state)
     rcvbuf0=$(udp_rcvbuf_errors)
+    b0=$(busy_ticks); children_cpu; c0=$CHILD_CPU; w0=$EPOCHREALTIME
     # shellcheck disable=SC2046
     mpirun_ns $(transport_args "$t") "$BINARY" --label "$t-$rate" \
         --size "$SIZE" --window "$WINDOW" --duration "$DURATION" --warmup "$WARMUP" \
         >"$log" 2>&1
     rc=$?
+    w1=$EPOCHREALTIME; b1=$(busy_ticks); children_cpu; c1=$CHILD_CPU
+    read -r st1 ns1 < <(vm_state)
+    VMSTATE[$key]=$st0
+    [[ $st0 == "$st1" ]] || VMSTATE[$key]=mixed
+    OTHERS[$key]=$(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" -v t0="$w0" -v t1="$w1" \
+        -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" 'BEGIN {
+            w = t1 - t0; f = (b1 - b0) / hz - (c1 - c0); if (f < 0) f = 0
+            printf "%.0f", (w > 0 ? 100 * f / (n * w) : 0) }')
     rcvbuf1=$(udp_rcvbuf_errors)
     RCVBUF[$key]=$(( ${rcvbuf1:-0} - ${rcvbuf0:-0} ))
 
@@ -186,12 +278,16 @@ run_cell() {
 
     # Proof that the cell used the path its column names.
     case $t in
-        usnic)
+        usnic*)
             RESENDS[$key]=$(field num_resends "$line")
             local sends
             sends=$(field num_total_sends "$line")
+            wire_check "$t" "$log"
+            WIRE[$key]=$WIRE_KIND
             if [[ -n $line && ! ${sends:-} =~ ^[1-9][0-9]*$ ]]; then
                 GOODPUT[$key]=wrongpath; NOTE[$key]="no usnic BTL sends counted (num_total_sends=${sends:-none})"
+            elif [[ -n $line && -n $WIRE_WHY ]]; then
+                GOODPUT[$key]=wrongpath; NOTE[$key]=$WIRE_WHY
             fi
             ;;
         rxd)
@@ -215,10 +311,13 @@ run_cell() {
         NOTE[$key]="the ${rate}% rule dropped nothing"
     fi
 
-    printf '  %-8s %3s%%  %-10s  nft drops %-7s rcvbuf drops %-6s %s%s  [%ds]\n' "$t" "$rate" \
-        "${GOODPUT[$key]}" "${DROPS[$key]}" "${RCVBUF[$key]}" \
-        "${RESENDS[$key]:+resends ${RESENDS[$key]}  }" \
-        "${NOTE[$key]:+(${NOTE[$key]})}" $((SECONDS - t0))
+    printf '  %-9s %3s%%  %-10s  nft drops %-7s rcvbuf drops %-6s %s%s%s  [%ds, VM %s %sns -> %s %sns, others %s%% of the CPUs]\n' \
+        "$t" "$rate" "${GOODPUT[$key]}" "${DROPS[$key]}" "${RCVBUF[$key]}" \
+        "${RESENDS[$key]:+resends ${RESENDS[$key]}  }" "${WIRE[$key]:+wire: ${WIRE[$key]}  }" \
+        "${NOTE[$key]:+(${NOTE[$key]})}" $((SECONDS - t0)) "$st0" "$ns0" "$st1" "$ns1" "${OTHERS[$key]}"
+    if [[ ${OTHERS[$key]} -gt $FOREIGN_PCT ]]; then
+        echo "    warning: other processes used ${OTHERS[$key]}% of the CPUs during this cell: its goodput is suspect"
+    fi
 }
 
 echo "cells: loss rates {$LOSS_RATES}% x transports {$TRANSPORTS}; ${DURATION}s measured + ${WARMUP}s warm-up each"
@@ -235,7 +334,9 @@ netns_destroy
 
 title() {
     case $1 in
-        usnic)   echo "usnic BTL" ;;
+        usnic)   echo "usnic (default: socket)" ;;
+        usnic_gso) echo "usnic socket 1472 B" ;;
+        usnic_ofi) echo "usnic ofi wire" ;;
         rxd)     echo "rxd (mtl ofi, udp;ofi_rxd)" ;;
         tcp)     echo "tcp (UDP-only loss: unaffected)" ;;
         tcploss) echo "tcp (same loss on its TCP ports)" ;;
@@ -250,14 +351,27 @@ for t in $TRANSPORTS; do
     w=$(title "$t"); w=${#w}; WIDTH[$t]=$(( w > 10 ? w : 10 ))
 done
 
-ratio() { # usnic cell / usnic 0% cell, as a percentage
-    local v=${GOODPUT[usnic,$1]:-} b=${GOODPUT[usnic,0]:-}
+# share T RATE: T's cell / T's 0% cell, as a percentage, or "-"
+share() {
+    local v=${GOODPUT[$1,$2]:-} b=${GOODPUT[$1,0]:-}
     if [[ $v =~ ^[0-9] && $b =~ ^[0-9] ]] && awk -v b="$b" 'BEGIN { exit !(b > 0) }'; then
         awk -v v="$v" -v b="$b" 'BEGIN { printf "%.0f%%", 100 * v / b }'
     else
         echo "-"
     fi
 }
+ratio() { share usnic "$1"; }   # the usnic column's, as before
+# vs_tcploss T RATE: T's goodput / tcploss's at RATE, "1.85x", or "-"
+vs_tcploss() {
+    local v=${GOODPUT[$1,$2]:-} b=${GOODPUT[tcploss,$2]:-}
+    if [[ $v =~ ^[0-9] && $b =~ ^[0-9] ]] && awk -v b="$b" 'BEGIN { exit !(b > 0) }'; then
+        awk -v v="$v" -v b="$b" 'BEGIN { printf "%.2fx", v / b }'
+    else
+        echo "-"
+    fi
+}
+USNIC_COLS=()
+for t in usnic usnic_gso usnic_ofi; do has "$t" && USNIC_COLS+=("$t"); done
 
 dashes() { local n=$1 s=""; while ((n-- > 0)); do s+=-; done; printf '%s' "$s"; }
 
@@ -292,6 +406,31 @@ echo "Goodput of $SIZE-byte messages, MB/s (10^6 bytes/s of verified payload),"
 echo "2 ranks, $WINDOW sends in flight, ${DURATION}s per cell; $(nproc) cores, $BIND"
 echo
 print_table GOODPUT "$(has usnic && echo usnic-extras)"
+if [[ ${#USNIC_COLS[@]} -gt 0 ]]; then
+    echo
+    echo "Per usnic column: goodput as a share of its own 0% cell (\"own 0%\"), as a multiple of btl/tcp's under"
+    echo "the same loss on its TCP ports (\"/tcploss\"), and its retransmissions (MPI_T btl_usnic_num_resends,"
+    echo "both ranks, measured stream):"
+    echo
+    line=$(printf '%5s' "")
+    rule=$(printf '%5s' "$(dashes 5)")
+    for t in "${USNIC_COLS[@]}"; do
+        line+=$(printf '  %-28s' "$(title "$t")")
+        rule+="  $(dashes 28)"
+    done
+    echo "$line"
+    line=$(printf '%5s' loss)
+    for t in "${USNIC_COLS[@]}"; do line+=$(printf '  %8s %9s %9s' "own 0%" "/tcploss" "resends"); done
+    echo "$line"
+    echo "$rule"
+    for rate in $LOSS_RATES; do
+        line=$(printf '%4s%%' "$rate")
+        for t in "${USNIC_COLS[@]}"; do
+            line+=$(printf '  %8s %9s %9s' "$(share "$t" "$rate")" "$(vs_tcploss "$t" "$rate")" "${RESENDS[$t,$rate]:--}")
+        done
+        echo "$line"
+    done
+fi
 echo
 echo "Packets the nft rule dropped during each cell (UDP datagrams; in the"
 echo "\"same loss on its TCP ports\" column, TCP segments to/from ports $TCP_PORT_MIN-$TCP_PORT_MAX):"
@@ -316,14 +455,68 @@ if [[ -n $notes ]]; then
     echo "Notes:"
     printf '%s' "$notes"
 fi
-if has usnic && [[ " $LOSS_RATES " == *" 1 "* && " $LOSS_RATES " == *" 0 "* ]]; then
-    r=$(ratio 1)
-    echo
-    if [[ $r != - ]] && [[ ${r%\%} -ge 70 ]]; then
-        echo "usnic at 1% loss: $r of its 0% goodput (target >= 70%: met)"
+# states_of KEY1 KEY2: the two cells' VM states, and whether they compare
+states_of() {
+    local a=${VMSTATE[$1]:-?} b=${VMSTATE[$2]:-?} o="others ${OTHERS[$1]:-?}%/${OTHERS[$2]:-?}%"
+    if [[ $a == "$b" && $a != mixed ]]; then
+        echo "both cells in the $a VM state, $o"
     else
-        echo "usnic at 1% loss: $r of its 0% goodput (target >= 70%: NOT met)"
+        echo "VM states $a / $b: NOT one state, the ratio mixes the VM's states; $o"
     fi
+}
+# if_quiet COND KEY1 KEY2: COND, or nothing (= not measured) when another
+# process used more than FOREIGN_PCT of the CPUs during either cell (with
+# DROP_DISTURBED=1, the default): a ratio with a disturbed cell measures
+# the other work
+if_quiet() {
+    if [[ $DROP_DISTURBED -eq 1 && (${OTHERS[$2]:-0} -gt $FOREIGN_PCT || ${OTHERS[$3]:-0} -gt $FOREIGN_PCT) ]]; then
+        echo ""
+    else
+        echo "$1"
+    fi
+}
+disturbed_note() {
+    if [[ $DROP_DISTURBED -eq 1 && (${OTHERS[$1]:-0} -gt $FOREIGN_PCT || ${OTHERS[$2]:-0} -gt $FOREIGN_PCT) ]]; then
+        echo "a cell shared the CPUs with other work (over ${FOREIGN_PCT}%): rerun on a quieter machine; "
+    fi
+}
+# target TEXT CONDITION VALUES: met / NOT met / not measured (no condition)
+target() {
+    if [[ -z $2 ]]; then
+        echo "target $1: not measured ($3)"
+    elif awk "BEGIN { exit !($2) }"; then
+        echo "target $1: met ($3)"
+    else
+        echo "target $1: NOT met ($3)"
+    fi
+}
+if [[ ${#USNIC_COLS[@]} -gt 0 ]]; then
+    echo
+    if [[ " $LOSS_RATES " != *" 1 "* || " $LOSS_RATES " != *" 0 "* ]]; then
+        echo "targets at 1% loss: not measured (LOSS_RATES must include 0 and 1)"
+    fi
+    for t in "${USNIC_COLS[@]}"; do
+        [[ " $LOSS_RATES " == *" 1 "* && " $LOSS_RATES " == *" 0 "* ]] || break
+        who="$(title "$t")"
+        [[ -n ${WIRE[$t,0]:-} ]] && who+=" [${WIRE[$t,0]%%,*}]"
+        g0=${GOODPUT[$t,0]:-} g1=${GOODPUT[$t,1]:-} r=$(share "$t" 1)
+        if [[ $r != - ]]; then
+            extra=""
+            [[ $t == usnic ]] && extra="; the earlier target >= 70%: $([[ ${r%\%} -ge 70 ]] && echo met || echo NOT met)"
+            target "$who at 1% loss keeps at least 85% of its lossless goodput" "$(if_quiet "${r%\%} >= 85" "$t,0" "$t,1")" \
+                "$(disturbed_note "$t,0" "$t,1")$g1 of $g0 MB/s = $r$extra; $(states_of "$t,0" "$t,1")"
+        else
+            target "$who at 1% loss keeps at least 85% of its lossless goodput" "" "0%: ${g0:-not run}, 1%: ${g1:-not run}"
+        fi
+        x=$(vs_tcploss "$t" 1)
+        if [[ $x != - ]]; then
+            target "$who at 1% loss ahead of btl/tcp under the same loss on its TCP ports" "$(if_quiet "${x%x} > 1.0" "$t,1" tcploss,1)" \
+                "$(disturbed_note "$t,1" tcploss,1)$g1 vs tcploss ${GOODPUT[tcploss,1]} MB/s = $x; $(states_of "$t,1" tcploss,1)"
+        else
+            target "$who at 1% loss ahead of btl/tcp under the same loss on its TCP ports" "" \
+                "usnic: ${g1:-not run}, tcploss: ${GOODPUT[tcploss,1]:-not run}"
+        fi
+    done
 fi
 echo
 echo "$failed failed cell(s); total time $((SECONDS - START))s; logs in bench/build/logs/"

@@ -44,8 +44,12 @@
  * metric for S seconds (one cell, one batch; rank 0 checks the clock every
  * ~0.1 s of work and tells rank 1 whether to go on), for perf record.
  *
+ * Selection: --cells lat:8,lat:16384,bw:1048576 runs only the named cells
+ * of the default set (metric:size, comma-separated; the rate cell is
+ * rate:8), in the default order (bench/veth.sh uses it).
+ *
  * Usage: perf [--label L] [--budget F] [--only lat,bw,rate] [--size N]
- *             [--seconds S]
+ *             [--seconds S] [--cells LIST]
  */
 #include <mpi.h>
 
@@ -98,6 +102,7 @@ typedef struct {
     int only[3];        /* which metrics run (all when none named) */
     size_t size;        /* profiling: the one size */
     double seconds;     /* profiling: > 0 = one cell of this length */
+    const char *cells;  /* --cells: "metric:size,..." or NULL (all) */
 } options_t;
 
 static int my_rank;
@@ -371,6 +376,7 @@ static int parse(int argc, char **argv)
     opt.budget = 1.0;
     opt.size = 0;
     opt.seconds = 0;
+    opt.cells = NULL;
     for (i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
@@ -391,6 +397,10 @@ static int parse(int argc, char **argv)
             opt.size = strtoull(v, &end, 10);
             if (*end || opt.size > 64 * MIB)
                 return 0;
+        } else if (strcmp(argv[i], "--cells") == 0) {
+            if (*v == '\0' || strlen(v) > 200)
+                return 0;
+            opt.cells = v;
         } else if (strcmp(argv[i], "--only") == 0) {
             opt.only[M_LAT] = strstr(v, "lat") != NULL;
             opt.only[M_BW] = strstr(v, "bw") != NULL;
@@ -406,6 +416,18 @@ static int parse(int argc, char **argv)
     if (!any)
         opt.only[M_LAT] = opt.only[M_BW] = opt.only[M_RATE] = 1;
     return 1;
+}
+
+/* Is cell |c| in the --cells list (always, without one)? */
+static int cell_wanted(const cell_t *c)
+{
+    char item[64], list[256];
+
+    if (opt.cells == NULL)
+        return 1;
+    snprintf(item, sizeof(item), ",%s:%zu,", metric_name[c->metric], c->size);
+    snprintf(list, sizeof(list), ",%s,", opt.cells);
+    return strstr(list, item) != NULL;
 }
 
 static double cpu_seconds(void)
@@ -434,7 +456,8 @@ int main(int argc, char **argv)
     if (!parse(argc, argv) || nranks != 2) {
         if (my_rank == 0)
             fprintf(stderr, "usage: mpirun -np 2 %s [--label L] [--budget F] "
-                    "[--only lat,bw,rate] [--size N --seconds S]\n", argv[0]);
+                    "[--only lat,bw,rate] [--size N --seconds S] "
+                    "[--cells lat:8,bw:1048576,...]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
@@ -443,7 +466,7 @@ int main(int argc, char **argv)
 
     for (i = 0; i < NELEMS(default_cells); i++) {
         cell_t c = default_cells[i];
-        if (!opt.only[c.metric])
+        if (!opt.only[c.metric] || !cell_wanted(&c))
             continue;
         if (opt.seconds > 0) {
             /* profiling: one cell of the first matching metric */
@@ -457,6 +480,12 @@ int main(int argc, char **argv)
         if (opt.size > 0 && c.size != opt.size)
             continue;
         cells[ncells++] = c;
+    }
+    if (ncells == 0) {
+        if (my_rank == 0)
+            fprintf(stderr, "perf: no cell selected (--only/--size/--cells)\n");
+        MPI_Finalize();
+        return 2;
     }
     for (i = 0; i < ncells; i++) {
         size_t need = cells[i].size * (size_t)cells[i].window;

@@ -4,17 +4,30 @@
 # bandwidth and message rate between 2 ranks bound to the 2 cores of this
 # host, over loopback, plus the raw limits of the datagram path.
 #
-#   bash bench/perf.sh                   # REPS=5, about 4-6 minutes
-#   REPS=3 BUDGET=0.5 bash bench/perf.sh # shorter
+#   bash bench/perf.sh                   # REPS=5, about 5-8 minutes
+#   REPS=3 BUDGET=0.5 bash bench/perf.sh # shorter, about 2.5-3 minutes
 #   TRANSPORTS="usnic tcp udp" bash bench/perf.sh
 #   TRANSPORTS="usnic usnic_header usnic_none" bash bench/perf.sh   # protection only
+#   TRANSPORTS="usnic tcp usnic_gso usnic_ofi udp" bash bench/perf.sh  # the wires only
+#   bash bench/perf.sh --veth            # across two namespaced hosts (bench/veth.sh)
 #   USNIC_OMPI=/opt/openmpi-5.0.10 bash bench/perf.sh   # against another Open MPI
 #   bash bench/perf.sh --scale           # the scale mode (bench/scale.sh)
 #
 # Transports (TRANSPORTS, default all, run in this order, rotated by one
 # place per repetition so that none is always first):
 #   usnic   the usnic BTL: pml ob1, btl usnic,self on lo, with its default
-#           datagram protection (btl_usnic_protection full)
+#           wire (btl_usnic_wire auto: the socket wire on the udp provider's
+#           interfaces, 65000-byte datagrams on lo) and its default datagram
+#           protection (btl_usnic_protection full)
+#   usnic_gso   the same on the socket wire with btl_usnic_max_datagram 1472:
+#           segmentation offload batches of 44 datagrams of 1472 bytes, what
+#           a 1500-MTU network would carry
+#   usnic_ofi   the same on the ofi wire (btl_usnic_wire ofi: libfabric's udp
+#           provider, one 1472-byte datagram per sendto)
+#           Every usnic run logs its wire (btl_usnic_verbose 5) and its final
+#           counters (btl_usnic_stats 3600); a run on another wire than its
+#           name says (or, for usnic_gso, with other than 1472-byte datagrams
+#           or no segmentation offload sends) is rejected as "wrongpath".
 #   usnic_header, usnic_none   the same with btl_usnic_protection header /
 #           none: the cost of each mode, as ratios to none from runs that
 #           saw the same VM state (see below)
@@ -43,16 +56,20 @@
 #
 # One repetition runs every transport once; REPS repetitions give each
 # cell's median and min-max.  Around every run bench/cacheline.c probes
-# the VM's cross-core state (a cache line's round trip between the two
-# cores: about 60 ns fast, 350 ns slow; loopback throughput moves 2-3x
-# with it); the protection table compares a mode with none only within
-# one repetition and only when both runs saw the same state, and reports
-# the median of those paired ratios.  A cell whose spread (max-min) exceeds
-# SPREAD_PCT of its median is flagged "!".  Every run also records the load
-# average before and after and the CPU time that processes other than the
-# benchmark used meanwhile (/proc/stat minus our own children's CPU time);
-# a run where they took more than FOREIGN_PCT of the machine prints a
-# warning line; such runs are left out of the medians (DROP_DISTURBED).
+# the VM's cross-core state (the median of 3 probes of a cache line's
+# round trip between the two cores: about 60 ns fast, 350 ns slow;
+# loopback throughput moves 2-3x with it); the protection table compares
+# a mode with none only within one repetition and only when both runs saw
+# the same state (and neither was disturbed), and reports the median of
+# those paired ratios; the wire table does the same for usnic, usnic_gso
+# and usnic_ofi against tcp and for the socket wire against the ofi wire,
+# and adds the ratio of the per-state medians.  A cell whose spread
+# (max-min) exceeds SPREAD_PCT of its median is flagged "!".  Every run
+# also records the load average before and after and the CPU time that
+# processes other than the benchmark used meanwhile (/proc/stat minus our
+# own children's CPU time); a run where they took more than FOREIGN_PCT
+# of the machine prints a warning line; such runs are left out of the
+# medians and the pairs (DROP_DISTURBED).
 #
 # Environment:
 #   REPS          repetitions, default 5
@@ -60,8 +77,9 @@
 #   SPREAD_PCT    flag threshold, default 25
 #   FOREIGN_PCT   warning threshold, default 10
 #   DROP_DISTURBED  1 (default): medians leave out the runs with a warning,
-#                 as long as the transport has at least one quiet run;
-#                 0: medians over every run
+#                 as long as the transport has at least one quiet run, and
+#                 the paired tables and per-state medians leave them out
+#                 altogether; 0: every run counts
 #   RAW_SECONDS   timed seconds per udp_raw ping-pong size, default 0.5
 #   STREAM_SECONDS  timed seconds of the udp_raw stream, default 1
 #   STALL_SECONDS  seconds of the host stall probe (bench/stalls.c), default 5
@@ -76,7 +94,8 @@
 # Output: per-run lines, then the tables, the target lines and the paths
 # of the CSV files and the plot, all under bench/build/:
 #   perf-runs.csv  every measured value: rep,transport,metric,size,value,
-#                  disturbed (1 = the run had a noise warning)
+#                  disturbed (1 = the run had a noise warning),vmstate
+#                  (fast, slow or mixed: the probes before and after)
 #   perf.csv       per cell: transport,metric,size,unit,n,median,min,max,
 #                  spread_pct,flag
 #   perf.png       latency and bandwidth against size (bench/plot.py)
@@ -97,8 +116,12 @@ if [[ ${1:-} == --scale ]]; then
     shift
     exec bash "$BENCH_DIR/scale.sh" "$@"
 fi
+if [[ ${1:-} == --veth ]]; then
+    shift
+    exec bash "$BENCH_DIR/veth.sh" "$@"
+fi
 if [[ $# -gt 0 ]]; then
-    echo "usage: bash bench/perf.sh [--scale]   (settings are environment variables; see the header)" >&2
+    echo "usage: bash bench/perf.sh [--scale | --veth]   (settings are environment variables; see the header)" >&2
     exit 2
 fi
 
@@ -112,7 +135,9 @@ STREAM_SECONDS=${STREAM_SECONDS:-1}
 STALL_SECONDS=${STALL_SECONDS:-5}
 FI_ITERS=${FI_ITERS:-20000}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-TRANSPORTS=${TRANSPORTS:-"usnic usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr"}
+# Neighbours in this list run next to each other (the rotation keeps them
+# adjacent): the pairs compared within one VM state are close in time.
+TRANSPORTS=${TRANSPORTS:-"usnic_header usnic_none usnic tcp usnic_gso usnic_ofi rxd vader udp fipp dgcheck dgcheck_nomr"}
 SLOW_NS=${SLOW_NS:-150}   # cache-line round trip above which the VM is in its slow state
 RXD_PROVIDER="udp;ofi_rxd"
 RUNS_CSV="$BUILD_DIR/perf-runs.csv"
@@ -138,8 +163,8 @@ die() { echo "perf: $*" >&2; exit 1; }
 [[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
-        *) die "unknown transport '$t' (known: usnic usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
+        usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
+        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
@@ -182,12 +207,16 @@ fi
 CPU_A=0 CPU_B=1
 [[ $NCPU -ge 2 ]] || CPU_B=0
 
+# Every usnic run (not dgcheck) logs its wire and final counters: the
+# verbose lines come at MPI_Init only, the counters print at finalize.
+USNIC_LO="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600"
 transport_args() {
     case $1 in
-        usnic) echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_protection full" ;;
+        usnic) echo "$USNIC_LO --mca btl_usnic_protection full" ;;
+        usnic_gso) echo "$USNIC_LO --mca btl_usnic_protection full --mca btl_usnic_wire socket --mca btl_usnic_max_datagram 1472" ;;
+        usnic_ofi) echo "$USNIC_LO --mca btl_usnic_protection full --mca btl_usnic_wire ofi" ;;
         usnic_header|usnic_none)
-               echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" \
-                    "--mca btl_usnic_protection ${1#usnic_}" ;;
+               echo "$USNIC_LO --mca btl_usnic_protection ${1#usnic_}" ;;
         tcp)   echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
         # Debian's openmpi-mca-params.conf says "mtl = ^ofi": naming the
         # MTL here overrides it.  The verbose options print the lines that
@@ -202,9 +231,16 @@ transport_args() {
     esac
 }
 
+# The wire each usnic transport was seen on (from its runs' verbose
+# lines): transport -> "socket 65000 B" etc.
+declare -A WIRE_SEEN WIRE_ALL   # WIRE_ALL: transport -> every run's wire, ";"-separated
 title() {
     case $1 in
-        usnic) echo "usnic" ;;
+        usnic) if [[ ${WIRE_SEEN[usnic]:-} == socket* ]]; then echo "usnic (def.=socket)";
+               elif [[ -n ${WIRE_SEEN[usnic]:-} ]]; then echo "usnic (def.=${WIRE_SEEN[usnic]%% *})";
+               else echo "usnic (default wire)"; fi ;;
+        usnic_gso) echo "usnic socket 1472 B" ;;
+        usnic_ofi) echo "usnic ofi wire" ;;
         usnic_header) echo "usnic header" ;;
         usnic_none) echo "usnic none" ;;
         tcp)   echo "tcp" ;;
@@ -278,6 +314,50 @@ field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
 RUN_ROWS="$BUILD_DIR/.run-rows"
 csv() { echo "$1,$2,$3,$4,$5" >>"$RUN_ROWS"; }
 
+# wire_check TRANSPORT LOG: which wire both ranks of a usnic run opened on
+# lo ("btl:usnic: lo: socket wire" / "... ofi wire" at btl_usnic_verbose
+# 5), the socket wire's datagram size, and the socket wire counters of the
+# final statistics of both ranks (btl_usnic_stats).  Sets WIRE_RUN (for
+# the run's line), WIRE_KIND ("socket 65000 B", "ofi", ...) and WIRE_WHY
+# (empty, or why the run is not on the path its name says).
+wire_check() {
+    local t=$1 log=$2 nsock nofi dg want_wire=socket counters
+    nsock=$(grep -c 'btl:usnic: lo: socket wire$' "$log")
+    nofi=$(grep -c 'btl:usnic: lo: ofi wire$' "$log")
+    dg=$(sed -nE 's/.*btl:usnic: lo: socket wire: datagrams of ([0-9]+) bytes.*/\1/p' "$log" | sort -u | tr '\n' '/')
+    dg=${dg%/}
+    # sums over both ranks' module lines (not the per-peer lines)
+    counters=$(awk '/btl:usnic final stats \[/ && !/\] peer / {
+            n = split($0, kv, " ")
+            for (i = 1; i <= n; i++) if (split(kv[i], p, "=") == 2) c[p[1]] += p[2]
+        }
+        END { printf "%d %d %d %d %d %d", c["gso_sends"], c["gso_segs"], c["mmsg_sends"], c["gro_recvs"], c["gro_segs"], c["gso_fallbacks"] }' "$log")
+    local gs gsegs mm gr grsegs fb
+    read -r gs gsegs mm gr grsegs fb <<<"$counters"
+    [[ $t == usnic_ofi ]] && want_wire=ofi
+    WIRE_WHY=""
+    if [[ $nsock -eq 2 && $nofi -eq 0 ]]; then
+        WIRE_KIND="socket ${dg:-?} B"
+        WIRE_RUN="socket wire, ${dg:-?}-B datagrams, gso_sends $gs of $gsegs datagrams, mmsg_sends $mm, gro_recvs $gr of $grsegs datagrams${fb:+, gso_fallbacks $fb}"
+        WIRE_RUN=${WIRE_RUN%, gso_fallbacks 0}
+    elif [[ $nofi -eq 2 && $nsock -eq 0 ]]; then
+        WIRE_KIND="ofi"
+        WIRE_RUN="ofi wire"
+    else
+        WIRE_KIND="?"
+        WIRE_RUN="wire unknown"
+        WIRE_WHY="expected 2 ranks logging 'lo: $want_wire wire', got $nsock socket and $nofi ofi"
+        return
+    fi
+    if [[ ${WIRE_KIND%% *} != "$want_wire" ]]; then
+        WIRE_WHY="on the ${WIRE_KIND%% *} wire, expected $want_wire"
+    elif [[ $t == usnic_gso && $dg != 1472 ]]; then
+        WIRE_WHY="socket wire with ${dg:-unknown}-byte datagrams, expected 1472"
+    elif [[ $t == usnic_gso && $gs -eq 0 ]]; then
+        WIRE_WHY="no segmentation offload sends (gso_sends=0, mmsg_sends=$mm)"
+    fi
+}
+
 run_mpi() {
     local t=$1 rep=$2 log="$LOG_DIR/$1-$2.log" line status note="" sends
     # shellcheck disable=SC2046
@@ -296,6 +376,17 @@ run_mpi() {
                 note="wrongpath (no usnic BTL sends counted: num_total_sends=${sends:-none})"
             fi
             ;;
+    esac
+    local wire_note=""
+    case $t in
+        usnic*)
+            wire_check "$t" "$log"
+            WIRE_ALL[$t]+="${WIRE_KIND}${WIRE_WHY:+ (rejected)};"
+            if [[ -z $note && -n $WIRE_WHY ]]; then
+                note="wrongpath ($WIRE_WHY)"
+            fi
+            wire_note=$WIRE_RUN
+            ;;
         rxd)
             local nprov ncm
             nprov=$(grep -c "mtl:ofi:prov: $RXD_PROVIDER\$" "$log")
@@ -305,7 +396,7 @@ run_mpi() {
             fi
             ;;
     esac
-    RUN_EXTRA="ranks' CPU share $(field cpu0 "$line")/$(field cpu1 "$line")"
+    RUN_EXTRA="ranks' CPU share $(field cpu0 "$line")/$(field cpu1 "$line")${wire_note:+, $wire_note}"
     if [[ -n $note ]]; then
         STATUS[$t,$rep]=$note
         return 1
@@ -313,6 +404,9 @@ run_mpi() {
     awk -v r="$rep" -v t="$t" '$1 == "PERF" {
             for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
             print r "," t "," f["metric"] "," f["size"] "," f["value"] }' "$log" >>"$RUN_ROWS"
+    if [[ $t == usnic* ]]; then
+        WIRE_SEEN[$t]=$WIRE_KIND
+    fi
     if [[ $t == usnic ]]; then
         csv "$rep" usnic resends 0 "$(field num_resends "$line")"
         csv "$rep" usnic timeout_retrans 0 "$(field num_timeout_retrans "$line")"
@@ -423,30 +517,35 @@ run_fipp() {
     STATUS[fipp,$rep]=ok
 }
 
-# The VM's cross-core state now: "fast" or "slow" (bench/cacheline.c)
+# The VM's cross-core state now: "fast NS" or "slow NS" (NS: the cache
+# line's round trip in ns, bench/cacheline.c), "unknown -"
 vm_state() {
+    # the median of 3 probes (each ~10 ms): one probe that a preemption
+    # lengthened does not flip the state
     local ns
-    ns=$("$BUILD_DIR/cacheline" --cpus "$CPU_A,$CPU_B" | sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p')
-    if [[ -z $ns ]]; then echo "unknown"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow"; else echo "fast"; fi
+    ns=$(for _ in 1 2 3; do "$BUILD_DIR/cacheline" --cpus "$CPU_A,$CPU_B" 2>/dev/null; done |
+        sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    if [[ -z $ns ]]; then echo "unknown -"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow $ns"; else echo "fast $ns"; fi
 }
 
 declare -A VMSTATE  # transport,rep -> fast | slow | mixed (the probes before and after differed)
+declare -A DISTURB  # transport,rep -> 1 if other processes used more than FOREIGN_PCT of the CPUs
 
 run_one() {
-    local t=$1 rep=$2 disturbed=0 before after
+    local t=$1 rep=$2 disturbed=0 before after ns0 ns1
     RUN_EXTRA=""
     : >"$RUN_ROWS"
     WALL=0 FOREIGN=0 LOAD0=- LOAD1=- UDPDROPS=0
-    before=$(vm_state)
+    read -r before ns0 < <(vm_state)
     case $t in
         udp)  run_udp "$rep" ;;
         fipp) run_fipp "$rep" ;;
         *)    run_mpi "$t" "$rep" ;;
     esac
-    after=$(vm_state)
+    read -r after ns1 < <(vm_state)
     VMSTATE[$t,$rep]=$before
     [[ $before == "$after" ]] || VMSTATE[$t,$rep]=mixed
-    RUN_EXTRA+="${RUN_EXTRA:+, }VM $before -> $after"
+    RUN_EXTRA+="${RUN_EXTRA:+, }VM $before ${ns0}ns -> $after ${ns1}ns"
     [[ ${STATUS[$t,$rep]} == ok ]] || FAILED=$((FAILED + 1))
     printf '  rep %d/%d  %-12s %-4s %5.1fs  load %s -> %s  others %s%% of the CPUs  UDP rcvbuf drops %s%s\n' \
         "$rep" "$REPS" "$t" "${STATUS[$t,$rep]%% *}" "$WALL" "$LOAD0" "$LOAD1" "$FOREIGN" \
@@ -457,7 +556,8 @@ run_one() {
         DISTURBED+=("$t/$rep:$FOREIGN%")
         disturbed=1
     fi
-    sed "s/\$/,$disturbed/" "$RUN_ROWS" >>"$RUNS_CSV"
+    DISTURB[$t,$rep]=$disturbed
+    sed "s/\$/,$disturbed,${VMSTATE[$t,$rep]}/" "$RUN_ROWS" >>"$RUNS_CSV"
 }
 
 : >"$RUNS_CSV"
@@ -548,7 +648,10 @@ row_label() { # metric size
 }
 
 MPI_T=()
-for t in usnic tcp rxd vader; do has "$t" && MPI_T+=("$t"); done
+for t in usnic usnic_gso usnic_ofi tcp rxd vader; do has "$t" && MPI_T+=("$t"); done
+short() { # a transport's name in a ratio column's header
+    case $1 in usnic) echo "usnic" ;; usnic_ofi) echo "ofi" ;; usnic_gso) echo "gso1472" ;; *) title "$1" ;; esac
+}
 W=22
 ROWS="lat:0 lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 bw:4194304 rate:8"
 
@@ -562,11 +665,12 @@ if [[ ${#MPI_T[@]} -gt 0 ]]; then
     fi
     echo "latency: half round trip, us (lower is better); bandwidth: MB/s = 10^6 B/s (higher is better);"
     echo "rate: 8-byte messages per second, window of 64 MPI_Isend (higher is better)."
-    echo "Ratios are usnic / peer, from the medians."
+    echo "Ratios are usnic (the default wire) / peer, from the medians (unpaired: the wire table below pairs"
+    echo "runs within one VM state); usnic/ofi = the default (socket) wire against the ofi wire."
     echo
     line=$(printf '%-18s' "")
     for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(title "$t")"); done
-    for t in "${MPI_T[@]}"; do [[ $t == usnic ]] || line+=$(printf '  %12s' "usnic/$(title "$t")"); done
+    for t in "${MPI_T[@]}"; do [[ $t == usnic || $t == usnic_gso ]] || line+=$(printf '  %12s' "usnic/$(short "$t")"); done
     echo "$line"
     for row in $ROWS; do
         m=${row%%:*} s=${row#*:}
@@ -574,7 +678,8 @@ if [[ ${#MPI_T[@]} -gt 0 ]]; then
         line=$(printf '%-18s' "$label")
         for t in "${MPI_T[@]}"; do line+=$(printf '  %-*s' $W "$(cell "$t" "$m" "$s")"); done
         for t in "${MPI_T[@]}"; do
-            [[ $t == usnic ]] || line+=$(printf '  %12s' "$(ratio "${MED[usnic,$m,$s]:-}" "${MED[$t,$m,$s]:-}")")
+            [[ $t == usnic || $t == usnic_gso ]] ||
+                line+=$(printf '  %12s' "$(ratio "${MED[usnic,$m,$s]:-}" "${MED[$t,$m,$s]:-}")")
         done
         echo "$line"
     done
@@ -601,14 +706,20 @@ if has usnic; then
 fi
 
 # paired STAT MODE METRIC SIZE: median over qualifying reps of ratio
-# (STAT=ratio) or difference (STAT=diff) of MODE to PAIR_BASE (default usnic_none); "-" if none
+# (STAT=ratio) or difference (STAT=diff) of MODE to PAIR_BASE (default
+# usnic_none); "-" if none.  The base's metric and size are METRIC and
+# SIZE unless PAIR_BMETRIC / PAIR_BSIZE say otherwise (a raw udp cell).
 paired() {
     local stat=$1 mode=$2 metric=$3 size=$4 base=${PAIR_BASE:-usnic_none} r vals="" states="" a b
+    local bmetric=${PAIR_BMETRIC:-$3} bsize=${PAIR_BSIZE:-$4}
     for r in $(seq 1 "$REPS"); do
         [[ ${STATUS[$mode,$r]:-} == ok && ${STATUS[$base,$r]:-} == ok ]] || continue
         [[ ${VMSTATE[$mode,$r]:-} == "${VMSTATE[$base,$r]:-x}" && ${VMSTATE[$mode,$r]} != mixed ]] || continue
+        # a run that shared the CPUs with other work pairs with nothing
+        # (DROP_DISTURBED=0: it does)
+        [[ $DROP_DISTURBED -eq 0 || (${DISTURB[$mode,$r]:-0} -eq 0 && ${DISTURB[$base,$r]:-0} -eq 0) ]] || continue
         a=$(awk -F, -v r="$r" -v t="$mode" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
-        b=$(awk -F, -v r="$r" -v t="$base" -v m="$metric" -v s="$size" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
+        b=$(awk -F, -v r="$r" -v t="$base" -v m="$bmetric" -v s="$bsize" '$1 == r && $2 == t && $3 == m && $4 == s { print $5 }' "$RUNS_CSV")
         [[ -n $a && -n $b ]] || continue
         vals+="$(awk -v a="$a" -v b="$b" -v st="$stat" 'BEGIN { print (st == "diff" ? a - b : (b > 0 ? a / b : "")) }') "
         states+="${VMSTATE[$mode,$r]:0:1}"
@@ -627,7 +738,8 @@ if has usnic_none && { has usnic || has usnic_header; }; then
     echo
     echo "Datagram protection (btl_usnic_protection), each mode against none: per repetition, the mode's run and"
     echo "the none run are paired when both succeeded and both saw the same VM state (fast or slow, probed before"
-    echo "and after each run); the table gives the median of the paired ratios (n = pairs, and their states)."
+    echo "and after each run)$([[ $DROP_DISTURBED -eq 1 ]] && echo ", neither disturbed by other work"); the table gives the median of the paired ratios (n = pairs,"
+    echo "and their states)."
     echo "Latency rows also give the median paired difference in us."
     printf '%-18s  %-22s  %-22s  %-22s  %-26s  %-26s\n' "" "full" "header" "none" "full vs none" "header vs none"
     for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
@@ -646,6 +758,83 @@ if has usnic_none && { has usnic || has usnic_header; }; then
         fi
     done
 fi
+
+# by_state MODE BASE METRIC SIZE [BMETRIC BSIZE]: for each VM state in
+# which both transports have runs (fast, slow; mixed runs left out, and
+# disturbed ones unless DROP_DISTURBED=0), the ratio of MODE's median to
+# BASE's median over that state's runs (unpaired), as "STATE RATIO NMODE
+# NBASE" lines
+by_state() {
+    local mode=$1 base=$2 metric=$3 size=$4 bmetric=${5:-$3} bsize=${6:-$4}
+    awk -F, -v t="$mode" -v b="$base" -v m="$metric" -v s="$size" -v bm="$bmetric" -v bs="$bsize" -v drop="$DROP_DISTURBED" '
+        drop && $6 == 1 { next }
+        function med(arr, n,   i, j, y, x) {
+            for (i = 1; i <= n; i++) x[i] = arr[i]
+            for (i = 2; i <= n; i++) { y = x[i]; for (j = i - 1; j >= 1 && x[j] > y; j--) x[j + 1] = x[j]; x[j + 1] = y }
+            return n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+        }
+        $7 == "fast" || $7 == "slow" {
+            if ($2 == t && $3 == m && $4 == s) { na[$7]++; A[$7, na[$7]] = $5 }
+            if ($2 == b && $3 == bm && $4 == bs) { nb[$7]++; B[$7, nb[$7]] = $5 }
+        }
+        END {
+            split("fast slow", st, " ")
+            for (k = 1; k <= 2; k++) {
+                z = st[k]
+                if (!(na[z] > 0 && nb[z] > 0)) continue
+                delete xa; delete xb
+                for (i = 1; i <= na[z]; i++) xa[i] = A[z, i]
+                for (i = 1; i <= nb[z]; i++) xb[i] = B[z, i]
+                mb = med(xb, nb[z])
+                if (mb > 0) printf "%s %.3f %d %d\n", z, med(xa, na[z]) / mb, na[z], nb[z]
+            }
+        }' "$RUNS_CSV"
+}
+# by_state_text ...: the same in one cell, "f 0.93x 3:2, s 1.10x 1:1" or "-"
+by_state_text() {
+    local out
+    out=$(by_state "$@" | awk '{ printf "%s%s %.2fx %d:%d", sep, substr($1, 1, 1), $2, $3, $4; sep = ", " }')
+    echo "${out:--}"
+}
+
+# The wires against btl/tcp and the ofi wire: each pair of runs of one
+# repetition in one VM state, as for the protection table
+WIRE_PAIRS=()
+for p in usnic:tcp usnic_gso:tcp usnic_ofi:tcp usnic:usnic_ofi usnic_gso:usnic_ofi; do
+    has "${p%%:*}" && has "${p#*:}" && WIRE_PAIRS+=("$p")
+done
+if [[ ${#WIRE_PAIRS[@]} -gt 0 ]]; then
+    echo
+    echo "The wires paired (issue 14): per repetition, a run and its base's run are paired when both succeeded,"
+    echo "both saw the same VM state (probed before and after each run; a run whose probes differ is \"mixed\""
+    echo "and left out)$([[ $DROP_DISTURBED -eq 1 ]] && echo " and neither was disturbed by other work"); each cell is the median of the"
+    echo "paired ratios (n = pairs, their states f/s).  \"by state\": the ratio of the two transports' medians"
+    echo "within each state (its runs$([[ $DROP_DISTURBED -eq 1 ]] && echo ", undisturbed"), unpaired; run counts of the first and of the base)."
+    echo "usnic = the default wire (${WIRE_SEEN[usnic]:-not seen}), gso1472 = the socket wire with 1472-byte datagrams"
+    echo "(${WIRE_SEEN[usnic_gso]:-not seen}), ofi = the ofi wire.  Latency: below 1 is better; bandwidth and rate: above 1."
+    line=$(printf '%-18s' "")
+    for p in "${WIRE_PAIRS[@]}"; do line+=$(printf '  %-24s' "$(short "${p%%:*}")/$(short "${p#*:}")"); done
+    echo "$line"
+    for row in lat:8 lat:16384 bw:65536 bw:1048576 rate:8; do
+        m=${row%%:*} s=${row#*:}
+        line=$(printf '%-18s' "$(row_label "$m" "$s")")
+        line2=$(printf '%-18s' "  by state")
+        for p in "${WIRE_PAIRS[@]}"; do
+            line+=$(printf '  %-24s' "$(PAIR_BASE=${p#*:} paired ratio "${p%%:*}" "$m" "$s")")
+            line2+=$(printf '  %-24s' "$(by_state_text "${p%%:*}" "${p#*:}" "$m" "$s")")
+        done
+        echo "$line"
+        echo "$line2"
+    done
+    states=$(awk -F, '$7 != "" { k = $1 "," $2; if (!(k in seen)) { seen[k] = 1; n[$7]++ } }
+        END { printf "fast %d, slow %d, mixed %d", n["fast"], n["slow"], n["mixed"] }' "$RUNS_CSV")
+    echo "VM state of the successful runs (all transports): $states"
+fi
+for t in usnic usnic_gso usnic_ofi usnic_header usnic_none; do
+    [[ -n ${WIRE_ALL[$t]:-} ]] || continue
+    echo "wire of the $t runs (btl_usnic_verbose 5 on both ranks): $(tr ';' '\n' <<<"${WIRE_ALL[$t]}" | grep . | sort | uniq -c |
+        awk '{ n = $1; $1 = ""; printf "%s%s in %d run(s)", sep, substr($0, 2), n; sep = ", " }')"
+done
 
 # Registered memory: dgcheck with FI_MR_LOCAL enforced against the same
 # provider without it, paired within a repetition and one VM state
@@ -813,6 +1002,68 @@ d=$(has usnic && has usnic_none && paired ratio usnic bw 1048576)
 if [[ -n $d && $d != - ]]; then
     target "$t" "$(awk '{ print $1 + 0 }' <<<"$d") >= 0.9" "full / none, paired: $d"
 else target "$t" "" "needs usnic and usnic_none runs in one VM state"; fi
+# Issue 14 on loopback: the new (socket) wire against btl/tcp and against
+# the ofi wire, from paired ratios in one VM state; without any pair, from
+# the per-state medians (then every state with runs of both must meet it).
+# goal TEXT MODE BASE METRIC SIZE OP THRESHOLD EXTRA
+goal() {
+    local text=$1 mode=$2 base=$3 metric=$4 size=$5 op=$6 thr=$7 extra=$8 d cond="" vals bs
+    if ! has "$mode" || ! has "$base"; then
+        target "$text" "" "needs $mode and $base"
+        return
+    fi
+    d=$(PAIR_BASE=$base paired ratio "$mode" "$metric" "$size")
+    vals="medians $(short "$mode") $(fmtu "$metric" "$(m "$mode,$metric,$size")"), $(short "$base") $(fmtu "$metric" "$(m "$base,$metric,$size")")"
+    if [[ $d != - ]]; then
+        cond="$(awk '{ print $1 + 0 }' <<<"$d") $op $thr"
+        vals="$(short "$mode")/$(short "$base") paired $d; $vals"
+    else
+        bs=$(by_state "$mode" "$base" "$metric" "$size")
+        if [[ -n $bs ]]; then
+            cond=$(awk -v op="$op" -v t="$thr" '{ printf "%s%s %s %s", sep, $2, op, t; sep = " && " }' <<<"$bs")
+            vals="no pair in one VM state; per-state medians $(by_state_text "$mode" "$base" "$metric" "$size"); $vals"
+        else
+            target "$text" "" "no runs of $mode and $base in one VM state; $vals"
+            return
+        fi
+    fi
+    target "$text" "$cond" "$vals${extra:+; $extra}"
+}
+fmtu() { # metric value -> value with unit, or "-"
+    [[ -n $2 ]] || { echo "-"; return; }
+    case $1 in lat|gso_lat) echo "$(fmt "$1" "$2") us" ;; rate) echo "$(fmt rate "$2") msg/s" ;; *) echo "$(fmt "$1" "$2") MB/s" ;; esac
+}
+# ceiling MODE METRIC SIZE RAWMETRIC RAWSIZE LABEL: the raw cell of the
+# same path and MODE against it (medians, and paired in one VM state)
+ceiling() {
+    local raw=${MED[udp,$4,$5]:-} na
+    if [[ -z $raw && $4 != gso_* ]]; then
+        echo "$6: not measured"
+        return
+    elif [[ -z $raw ]]; then
+        na=$(grep -h "^RAW kind=$([[ $4 == gso_lat ]] && echo gso_pingpong || echo gso_stream) .*status=unavailable" \
+            "$LOG_DIR"/udp-*.log 2>/dev/null | sed 's/.* -- //' | head -1)
+        echo "$6: ${na:-not measured}"
+        return
+    fi
+    echo "$6 $(fmtu "$4" "$raw") ($(short "$1") $(ratio "$(m "$1,$2,$3")" "$raw") of it, paired $(PAIR_BASE=udp PAIR_BMETRIC=$4 PAIR_BSIZE=$5 paired ratio "$1" "$2" "$3"))"
+}
+echo
+echo "Issue 14 targets on loopback (same run, same VM state; paired ratios, else per-state medians):"
+for mode in usnic usnic_gso; do
+    has "$mode" || continue
+    who="$(short "$mode")"
+    [[ $mode == usnic ]] && who="usnic (default wire: ${WIRE_SEEN[usnic]:-not seen})"
+    [[ $mode == usnic_gso ]] && who="usnic_gso (socket wire, 1472-byte datagrams)"
+    goal "$who: 1 MiB bandwidth at least 1.0x btl/tcp" "$mode" tcp bw 1048576 ">=" 1.0 \
+        "$(ceiling "$mode" bw 1048576 gso_bw 1472 "raw GSO+GRO stream 44 x 1472 B")"
+    goal "$who: 16 KiB latency at most 1.0x btl/tcp" "$mode" tcp lat 16384 "<=" 1.0 \
+        "$(ceiling "$mode" lat 16384 gso_lat 16384 "raw GSO ping-pong 16 KiB")"
+    goal "$who: 8 B latency no worse than the ofi wire" "$mode" usnic_ofi lat 8 "<=" 1.0 \
+        "$(ceiling "$mode" lat 8 lat 8 "raw UDP ping-pong 8 B")"
+    goal "$who: 8 B message rate no worse than the ofi wire" "$mode" usnic_ofi rate 8 ">=" 1.0 \
+        "no raw message-rate ceiling measured"
+done
 noquiet=$(awk -F, '{ t[$2] = 1; if ($6 == 0) q[$2] = 1 } END { for (k in t) if (!(k in q)) printf "%s ", k }' "$RUNS_CSV")
 if [[ -n $noquiet ]]; then
     echo "caution: every run of { ${noquiet}} was disturbed by other work; their medians, and the targets that use them, are suspect"

@@ -20,13 +20,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 TRANSPORTS = [  # key, legend, colour, line style
-    ("usnic", "usnic BTL", "tab:red", "-"),
+    ("usnic", "usnic BTL (default wire: socket)", "tab:red", "-"),
+    ("usnic_gso", "usnic BTL, socket wire, 1472 B datagrams", "tab:orange", "-"),
+    ("usnic_ofi", "usnic BTL, ofi wire", "tab:brown", "-"),
     ("tcp", "btl/tcp", "tab:blue", "-"),
     ("rxd", "mtl ofi, udp;ofi_rxd", "tab:green", "-"),
     ("vader", "btl/vader (shared memory)", "tab:gray", "-"),
     ("udp", "UDP socket ping-pong (udp_raw)", "black", "--"),
     ("fipp", "fi_pingpong udp dgram", "tab:purple", ":"),
 ]
+N_MPI = 6  # the first N_MPI entries are MPI transports (bandwidth, rate)
+SHORT = {"usnic": "usnic (socket)", "usnic_gso": "usnic socket 1472 B", "usnic_ofi": "usnic ofi"}
 LAT_SIZES = [0, 8, 1024, 1472, 16384]
 BW_SIZES = [65536, 1048576, 4194304]
 
@@ -74,7 +78,7 @@ def main():
     # Latency (each transport shifted a little sideways so that the error
     # bars do not hide each other)
     for n, (key, name, colour, style) in enumerate(TRANSPORTS):
-        xs, ys, err = series(cells, key, "lat", LAT_SIZES, 0.04 * (n - 2.5))
+        xs, ys, err = series(cells, key, "lat", LAT_SIZES, 0.04 * (n - 3.5))
         if xs:
             ax_lat.errorbar(xs, ys, yerr=err, label=name, color=colour, linestyle=style,
                             marker="o", markersize=4, capsize=3, linewidth=1.6)
@@ -87,8 +91,8 @@ def main():
     ax_lat.grid(True, which="both", alpha=0.3)
 
     # Bandwidth
-    for n, (key, name, colour, style) in enumerate(TRANSPORTS[:4]):
-        xs, ys, err = series(cells, key, "bw", BW_SIZES, 0.04 * (n - 1.5))
+    for n, (key, name, colour, style) in enumerate(TRANSPORTS[:N_MPI]):
+        xs, ys, err = series(cells, key, "bw", BW_SIZES, 0.04 * (n - 2.5))
         if xs:
             ax_bw.errorbar(xs, ys, yerr=err, label=name, color=colour, linestyle=style,
                            marker="o", markersize=4, capsize=3, linewidth=1.6)
@@ -107,12 +111,12 @@ def main():
 
     # Message rate
     names, vals, errs, colours = [], [], [[], []], []
-    for key, name, colour, _ in TRANSPORTS[:4]:
+    for key, name, colour, _ in TRANSPORTS[:N_MPI]:
         cell = cells.get((key, "rate", 8))
         if cell is None:
             continue
         med, mn, mx = cell
-        names.append(name.split(" (")[0].replace("mtl ofi, ", ""))
+        names.append(SHORT.get(key, name.split(" (")[0].replace("mtl ofi, ", "")))
         vals.append(med / 1e3)
         errs[0].append((med - mn) / 1e3)
         errs[1].append((mx - med) / 1e3)

@@ -111,20 +111,24 @@
  * next hole only when it is overdue too.
  *
  * Dead peers.  A peer that has not advanced its ACK for peer_timeout while
- * we have un-ACKed data to it is declared dead through wire->peer_failed:
+ * we have un-ACKed data to it is declared dead through the peer_failed upcall:
  * its fragments fail and the PML is told.
  *
  * Stale ACKs (older than acked_seq) are ignored; ACKs for sequence numbers
  * never sent are ignored and counted as invalid.
  *
  * A peer whose sends fail hard at the provider is reported through
- * wire->peer_failed; its queued fragments fail with OPAL_ERR_UNREACH.
+ * the peer_failed upcall; its queued fragments fail with OPAL_ERR_UNREACH.
  */
 #include "opal_config.h"
 
 #include <stdio.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_send.h"
 
 /* ----- sender side ----- */
 
@@ -164,7 +168,7 @@ static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     if (OPAL_BTL_USNIC_SEG_CHUNK == seg->kind && NULL != seg->frag) {
         opal_btl_usnic_put_seg_acked(eng, seg); /* the target has these bytes in place */
     }
-    opal_btl_usnic_seg_release_if_done(eng, seg);
+    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
 }
 
 static opal_btl_usnic_send_seg_t *oldest_unacked(const opal_btl_usnic_endpoint_t *ep)
@@ -573,7 +577,7 @@ static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     uint64_t peer_deadline = (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout
                                                          : UINT64_MAX;
     if (peer_deadline <= eng->now) {
-        eng->wire->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
+        eng->up->peer_failed(eng, ep, OPAL_ERR_TIMEOUT);
         return UINT64_MAX;
     }
     opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
@@ -776,7 +780,7 @@ static unsigned sack_ranges(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_
  * OPAL_SUCCESS or the post error. */
 static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
 {
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(&eng->pool);
     if (NULL == seg) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
@@ -820,12 +824,43 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
             if (OPAL_SUCCESS == rc) {
                 ++posted;
             } else {
-                eng->wire->peer_failed(eng, ep, rc);
+                eng->up->peer_failed(eng, ep, rc);
             }
         }
         item = next;
     }
     return posted;
+}
+
+/* ----- a peer that failed or left ----- */
+
+static void fail_queued_frags(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    opal_list_item_t *item;
+    while (NULL != (item = opal_list_remove_first(&ep->tx.queue))) {
+        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
+        frag->queued = false;
+        opal_btl_usnic_frag_fail(ep->eng, frag, status);
+    }
+}
+
+void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
+{
+    if (NULL == ep->eng) {
+        return;
+    }
+    fail_queued_frags(ep, status);
+    if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
+        /* Nobody will ACK these any more: release them as if ACKed, but
+         * a PUT among them did not reach its target */
+        for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
+            if (NULL != ep->tx.sent[s % ep->window]) {
+                opal_btl_usnic_put_mark_failed(ep->tx.sent[s % ep->window], status);
+            }
+        }
+        opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
+    }
+    opal_btl_usnic_endpoint_detach(ep);
 }
 
 /* ----- goodbye ----- */

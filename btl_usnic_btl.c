@@ -3,9 +3,12 @@
  *
  * The BTL entry points of a module (alloc, free, prepare_src, send,
  * sendi, put, memory registration, error callback, finalize) and the
- * module template, as a designated initializer at the bottom.  Peers are
- * btl_usnic_peers.c's, setup btl_usnic_module.c's, the wire below the
- * engine the transport's (btl_usnic_wire.h).
+ * module template, as a designated initializer at the bottom.  alloc,
+ * free, prepare_src, send and sendi take the lock and hand Open MPI's
+ * convertor to the engine's glue (btl_usnic_glue.c), which does the rest
+ * and which the unit tests drive too.  Peers are btl_usnic_peers.c's,
+ * setup btl_usnic_module.c's, the wire below the engine the transport's
+ * (btl_usnic_wire.h).
  */
 #include "opal_config.h"
 
@@ -44,9 +47,11 @@ static int usnic_free(struct mca_btl_base_module_t *btl, mca_btl_base_descriptor
 }
 
 /* Pack up to *|size| bytes from |conv| to |dst| (NULL: point into the
- * user's contiguous buffer).  Returns where the data is; sets *|size|. */
-static void *convertor_take(opal_convertor_t *conv, void *dst, size_t *size)
+ * user's contiguous buffer).  Returns where the data is; sets *|size|.
+ * The take function of a convertor source (opal_btl_usnic_source_t). */
+static void *convertor_take(void *ctx, void *dst, size_t *size)
 {
+    opal_convertor_t *conv = (opal_convertor_t *) ctx;
     struct iovec iov = {.iov_base = dst, .iov_len = *size};
     uint32_t iov_count = 1;
     size_t max_data = *size;
@@ -55,84 +60,35 @@ static void *convertor_take(opal_convertor_t *conv, void *dst, size_t *size)
     return iov.iov_base;
 }
 
-static mca_btl_base_descriptor_t *prepare_small(opal_btl_usnic_module_t *module, opal_convertor_t *conv,
-                                                size_t reserve, size_t *size, uint32_t flags)
+/* The PML's data, as the glue takes it.  |copied|: the glue copies it
+ * whatever its layout (sendi), so the convertor is not asked, and with no
+ * data it is not asked either: ob1 hands sendi an uninitialised convertor
+ * when it sends no data. */
+static opal_btl_usnic_source_t convertor_source(opal_convertor_t *conv, size_t size, bool copied)
 {
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
-    if (NULL == frag) {
-        return NULL;
-    }
-    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    opal_btl_usnic_frag_init_small(frag, reserve, flags);
-    if (0 == *size) {
-        /* the PML's header alone */
-    } else if (opal_convertor_need_buffers(conv)) {
-        convertor_take(conv, payload + reserve, size);
-        frag->segments[0].seg_len = reserve + *size;
-    } else {
-        /* contiguous: reference the user's buffer; copied once at send */
-        frag->segments[1].seg_addr.pval = convertor_take(conv, NULL, size);
-        frag->segments[1].seg_len = *size;
-        frag->base.des_segment_count = 2;
-    }
-    return &frag->base;
-}
-
-static mca_btl_base_descriptor_t *prepare_large(opal_btl_usnic_module_t *module, opal_convertor_t *conv,
-                                                size_t reserve, size_t *size, uint32_t flags)
-{
-    if (reserve > OPAL_BTL_USNIC_LARGE_HDR_SPACE) {
-        return NULL;
-    }
-    bool packed = opal_convertor_need_buffers(conv);
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_large_frag_alloc(&module->eng, packed ? *size : 0);
-    if (NULL == frag) {
-        return NULL;
-    }
-    frag->segments[0].seg_addr.pval = frag->hdr_space;
-    frag->segments[0].seg_len = reserve;
-    frag->segments[1].seg_addr.pval = convertor_take(conv, packed ? frag->pack_buf : NULL, size);
-    frag->segments[1].seg_len = *size;
-    frag->base.des_segment_count = 2;
-    frag->base.des_flags = flags;
-    return &frag->base;
+    bool contiguous = !copied && 0 != size && !opal_convertor_need_buffers(conv);
+    return (opal_btl_usnic_source_t){.take = convertor_take, .ctx = conv, .contiguous = contiguous};
 }
 
 static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t *btl,
                                                     struct mca_btl_base_endpoint_t *ep, opal_convertor_t *conv,
                                                     uint8_t order, size_t reserve, size_t *size, uint32_t flags)
 {
-    opal_btl_usnic_module_t *module = usnic_module(btl);
-    mca_btl_base_descriptor_t *des;
     (void) order;
-    if (reserve + *size > btl->btl_max_send_size && reserve < btl->btl_max_send_size) {
-        *size = btl->btl_max_send_size - reserve;
-    }
+    opal_btl_usnic_source_t src = convertor_source(conv, *size, false);
     OPAL_BTL_USNIC_LOCK();
-    if (reserve + *size <= opal_btl_usnic_max_frag_payload(&module->eng, ep)) {
-        des = prepare_small(module, conv, reserve, size, flags);
-    } else {
-        des = prepare_large(module, conv, reserve, size, flags);
-    }
+    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_btl_prepare_src(&usnic_module(btl)->eng, ep, &src, reserve,
+                                                                      size, flags, btl->btl_max_send_size);
     OPAL_BTL_USNIC_UNLOCK();
-    if (NULL != des) {
-        ((opal_btl_usnic_send_frag_t *) des)->ep = ep;
-    }
-    return des;
+    return (NULL != frag) ? &frag->base : NULL;
 }
 
 static int usnic_send(struct mca_btl_base_module_t *btl, struct mca_btl_base_endpoint_t *ep,
                       mca_btl_base_descriptor_t *des, mca_btl_base_tag_t tag)
 {
     OPAL_BTL_USNIC_LOCK();
-    /* the fast path posts outside progress: send times must be fresh */
-    opal_btl_usnic_engine_t *eng = &usnic_module(btl)->eng;
-    opal_btl_usnic_engine_set_time(eng, opal_btl_usnic_clock_usec());
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) des;
-    int rc = opal_btl_usnic_frag_submit(ep, frag, tag);
-    if (0 == rc) {
-        (void) opal_btl_usnic_engine_send_now(eng); /* queued (chunks, or too big to go fast): leave now */
-    }
+    int rc = opal_btl_usnic_btl_send(&usnic_module(btl)->eng, ep, (opal_btl_usnic_send_frag_t *) des, tag,
+                                     opal_btl_usnic_clock_usec());
     OPAL_BTL_USNIC_UNLOCK();
     return rc;
 }
@@ -200,35 +156,17 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
                        struct opal_convertor_t *conv, void *header, size_t header_size, size_t payload_size,
                        uint8_t order, uint32_t flags, mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
 {
-    opal_btl_usnic_module_t *module = usnic_module(btl);
     (void) order;
     (void) flags;
     if (NULL != descriptor) {
         *descriptor = NULL;
     }
-    if (header_size + payload_size > ep->max_frag_payload) {
-        return OPAL_ERR_RESOURCE_BUSY;
-    }
-    OPAL_BTL_USNIC_LOCK();
-    if (ep->failed) { /* written under the lock by wire_peer_failed */
-        OPAL_BTL_USNIC_UNLOCK();
-        return OPAL_ERR_RESOURCE_BUSY;
-    }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&module->eng);
-    if (NULL == frag) {
-        OPAL_BTL_USNIC_UNLOCK();
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    memcpy(payload, header, header_size);
-    size_t size = payload_size;
-    if (payload_size > 0) {
-        convertor_take(conv, payload + header_size, &size);
-    }
-    opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
-    opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + size);
+    opal_btl_usnic_source_t src = convertor_source(conv, payload_size, true);
+    OPAL_BTL_USNIC_LOCK(); /* ep->failed is written under it (up_peer_failed, btl_usnic_module.c) */
+    int rc = opal_btl_usnic_btl_sendi(&usnic_module(btl)->eng, ep, header, header_size, &src, payload_size, tag,
+                                      opal_btl_usnic_clock_usec());
     OPAL_BTL_USNIC_UNLOCK();
-    return OPAL_SUCCESS;
+    return rc;
 }
 
 static int usnic_register_error(struct mca_btl_base_module_t *btl, mca_btl_base_module_error_cb_fn_t cbfunc)

@@ -1,7 +1,10 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Endpoint lifecycle: construction, reliability state, teardown.
+ * Endpoint lifecycle: construction, reliability state, keys, limits,
+ * teardown of its own state.  Failing its fragments and releasing its
+ * segments is the work of the layers above (opal_btl_usnic_endpoint_flush
+ * in btl_usnic_ack.c).
  */
 #include "opal_config.h"
 
@@ -9,7 +12,6 @@
 #include <string.h>
 
 #include "btl_usnic_endpoint.h"
-#include "btl_usnic_engine.h"
 
 static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
 {
@@ -41,6 +43,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.ack_owed = false;
     ep->rx.late_dup = false;
     ep->rx.repaired = false;
+    ep->rx.fast_ack_urgent = false;
     ep->rx.on_ack_list = false;
     ep->rx.last_ack_sent = 0;
     ep->rx.prev_ack_sent = 0;
@@ -57,15 +60,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     /* The endpoint may still be on the engine's lists (seed 001: an
      * endpoint can reach its destructor while still owing an ACK). */
     if (NULL != ep->eng) {
-        opal_btl_usnic_ack_forget(ep->eng, ep);
-        if (ep->tx.on_rts_list) {
-            opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
-            ep->tx.on_rts_list = false;
-        }
-        if (ep->tx.on_flight_list) {
-            opal_list_remove_item(&ep->eng->endpoints_in_flight, &ep->tx.flight_item);
-            ep->tx.on_flight_list = false;
-        }
+        opal_btl_usnic_endpoint_detach(ep);
     }
     if (ep->hotel_ready) {
         OBJ_DESTRUCT(&ep->hotel);
@@ -148,39 +143,31 @@ void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu
     }
 }
 
-static void fail_queued_frags(opal_btl_usnic_endpoint_t *ep, int status)
+void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep)
 {
-    opal_list_item_t *item;
-    while (NULL != (item = opal_list_remove_first(&ep->tx.queue))) {
-        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
-        frag->queued = false;
-        opal_btl_usnic_frag_fail(ep->eng, frag, status);
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    if (ep->rx.on_ack_list) {
+        opal_list_remove_item(&eng->endpoints_needing_ack, &ep->rx.ack_item);
+        ep->rx.on_ack_list = false;
+    }
+    ep->rx.ack_owed = false;
+    if (ep->tx.on_rts_list) {
+        opal_list_remove_item(&eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = false;
+    }
+    if (ep->tx.on_flight_list) {
+        opal_list_remove_item(&eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = false;
     }
 }
 
-void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
+void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
 {
-    if (NULL == ep->eng) {
-        return;
+    while (NULL != ep->rx.held) {
+        opal_btl_usnic_held_t *h = ep->rx.held;
+        ep->rx.held = h->next;
+        free(h->buf);
+        free(h);
     }
-    fail_queued_frags(ep, status);
-    if (0 != opal_btl_usnic_endpoint_in_flight(ep)) {
-        /* Nobody will ACK these any more: release them as if ACKed, but
-         * a PUT among them did not reach its target */
-        for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
-            if (NULL != ep->tx.sent[s % ep->window]) {
-                opal_btl_usnic_put_mark_failed(ep->tx.sent[s % ep->window], status);
-            }
-        }
-        opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
-    }
-    if (ep->tx.on_flight_list) {
-        opal_list_remove_item(&ep->eng->endpoints_in_flight, &ep->tx.flight_item);
-        ep->tx.on_flight_list = false;
-    }
-    if (ep->tx.on_rts_list) {
-        opal_list_remove_item(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
-        ep->tx.on_rts_list = false;
-    }
-    opal_btl_usnic_ack_forget(ep->eng, ep);
+    ep->rx.nheld = 0;
 }

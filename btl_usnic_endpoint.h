@@ -2,7 +2,8 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * One endpoint per (local module, peer process).  It embeds the reliability
- * state of both directions.
+ * state of both directions and points at the engine it belongs to (the
+ * core types below it, btl_usnic_engine_core.h).
  */
 #ifndef OPAL_BTL_USNIC_ENDPOINT_H
 #define OPAL_BTL_USNIC_ENDPOINT_H
@@ -14,14 +15,14 @@
 
 #include "btl_usnic_auth.h"
 #include "btl_usnic_batch.h"
+#include "btl_usnic_engine_core.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_seq.h"
 
-struct opal_btl_usnic_engine_t;
-
-typedef struct mca_btl_base_endpoint_t {
+/* opal_btl_usnic_endpoint_t (btl_usnic_engine_core.h names it) */
+struct mca_btl_base_endpoint_t {
     opal_list_item_t super;              /* on the module's list of endpoints */
-    struct opal_btl_usnic_engine_t *eng;
+    opal_btl_usnic_engine_t *eng;
     opal_proc_t *proc;                   /* NULL in engine tests */
     uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
     uint64_t peer_addr[2];               /* the wire's address of the peer, per channel */
@@ -86,6 +87,8 @@ typedef struct mca_btl_base_endpoint_t {
         bool ack_owed;
         bool late_dup;                   /* a copy of a received, un-ACKed segment came again */
         bool repaired;                   /* a retransmitted copy filled a hole */
+        bool fast_ack_urgent;            /* the fast path's decision for the ACK that
+                                            opal_btl_usnic_recv_fast_finish schedules */
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
         opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
         uint64_t last_ack_time;          /* when last_ack_sent first left */
@@ -110,8 +113,8 @@ typedef struct mca_btl_base_endpoint_t {
     /* Retransmit timers of the production wire (opal_hotel) */
     opal_hotel_t hotel;
     bool hotel_ready;
-} mca_btl_base_endpoint_t;
-typedef mca_btl_base_endpoint_t opal_btl_usnic_endpoint_t;
+};
+typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 
 /**
@@ -119,7 +122,7 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
  * sequence |local_isn|, the peer's first sequence |peer_isn|.
  * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
  */
-int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, struct opal_btl_usnic_engine_t *eng,
+int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_engine_t *eng,
                                      uint32_t window, opal_btl_usnic_seq_t local_isn,
                                      opal_btl_usnic_seq_t peer_isn);
 
@@ -158,10 +161,18 @@ static inline bool opal_btl_usnic_endpoint_drained(opal_btl_usnic_endpoint_t *ep
     return 0 == opal_btl_usnic_endpoint_in_flight(ep) && opal_list_is_empty(&ep->tx.queue);
 }
 
-/**
- * Fail every fragment queued on |ep| with |status| and forget every
- * un-ACKed segment (as if ACKed).  Used at teardown and for dead peers.
- */
-void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status);
+/* Largest whole fragment toward |ep| (the engine's if |ep| is NULL) */
+static inline size_t opal_btl_usnic_max_frag_payload(const opal_btl_usnic_engine_t *eng,
+                                                     const opal_btl_usnic_endpoint_t *ep)
+{
+    return (NULL != ep) ? ep->max_frag_payload : eng->max_frag_payload;
+}
+
+/* Free the fragments |ep| holds back for in-order delivery (teardown). */
+void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep);
+
+/* Take |ep| off every list of its engine (ACKs owed, ready to send, data
+ * in flight) and forget the ACK it is owed; its state stays (teardown) */
+void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep);
 
 #endif /* OPAL_BTL_USNIC_ENDPOINT_H */

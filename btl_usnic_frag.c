@@ -10,7 +10,6 @@
 
 #include "opal/runtime/opal.h"
 
-#include "btl_usnic_engine.h"
 #include "btl_usnic_frag.h"
 
 /* ----- classes ----- */
@@ -67,38 +66,38 @@ OBJ_CLASS_INSTANCE(opal_btl_usnic_send_frag_t, mca_btl_base_descriptor_t, send_f
 /* ----- free lists ----- */
 
 /* A zeroed buffer for the provider's prefix and |payload| bytes, from
- * the engine's registered slabs, attached to |seg| with its descriptor */
-static int seg_attach_buffer(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg, size_t payload,
+ * the pool's registered slabs, attached to |seg| with its descriptor */
+static int seg_attach_buffer(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_seg_t *seg, size_t payload,
                              uint8_t kind)
 {
-    uint8_t *buf = (uint8_t *) opal_btl_usnic_slab_alloc(&eng->slabs, eng->p.prefix + payload, &seg->desc);
+    uint8_t *buf = (uint8_t *) opal_btl_usnic_slab_alloc(&pool->slabs, pool->prefix + payload, &seg->desc);
     if (NULL == buf) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     seg->buf = buf;
-    seg->hdr = (opal_btl_usnic_hdr_t *) (buf + eng->p.prefix);
+    seg->hdr = (opal_btl_usnic_hdr_t *) (buf + pool->prefix);
     seg->kind = kind;
     return OPAL_SUCCESS;
 }
 
 static int chunk_seg_init(opal_free_list_item_t *item, void *ctx)
 {
-    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
-    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, eng->p.mtu, OPAL_BTL_USNIC_SEG_CHUNK);
+    opal_btl_usnic_frag_pool_t *pool = (opal_btl_usnic_frag_pool_t *) ctx;
+    return seg_attach_buffer(pool, (opal_btl_usnic_send_seg_t *) item, pool->mtu, OPAL_BTL_USNIC_SEG_CHUNK);
 }
 
 static int ack_seg_init(opal_free_list_item_t *item, void *ctx)
 {
-    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
-    return seg_attach_buffer(eng, (opal_btl_usnic_send_seg_t *) item, sizeof(opal_btl_usnic_ack_hdr_t),
+    opal_btl_usnic_frag_pool_t *pool = (opal_btl_usnic_frag_pool_t *) ctx;
+    return seg_attach_buffer(pool, (opal_btl_usnic_send_seg_t *) item, sizeof(opal_btl_usnic_ack_hdr_t),
                              OPAL_BTL_USNIC_SEG_ACK);
 }
 
 static int small_frag_init(opal_free_list_item_t *item, void *ctx)
 {
-    opal_btl_usnic_engine_t *eng = (opal_btl_usnic_engine_t *) ctx;
+    opal_btl_usnic_frag_pool_t *pool = (opal_btl_usnic_frag_pool_t *) ctx;
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
-    if (OPAL_SUCCESS != seg_attach_buffer(eng, &frag->seg, eng->p.mtu, OPAL_BTL_USNIC_SEG_SMALL)) {
+    if (OPAL_SUCCESS != seg_attach_buffer(pool, &frag->seg, pool->mtu, OPAL_BTL_USNIC_SEG_SMALL)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     frag->seg.frag = frag;
@@ -113,48 +112,53 @@ static int large_frag_init(opal_free_list_item_t *item, void *ctx)
     return OPAL_SUCCESS;
 }
 
-static int list_init(opal_btl_usnic_engine_t *eng, opal_free_list_t *list, size_t elem_size,
+static int list_init(opal_btl_usnic_frag_pool_t *pool, opal_free_list_t *list, size_t elem_size,
                      opal_class_t *cls, int initial, opal_free_list_item_init_fn_t init)
 {
     OBJ_CONSTRUCT(list, opal_free_list_t);
     return opal_free_list_init(list, elem_size, 64, cls, 0, 0, initial, -1, initial, NULL, 0, NULL,
-                               init, eng);
+                               init, pool);
 }
 
-int opal_btl_usnic_frag_lists_init(opal_btl_usnic_engine_t *eng)
+int opal_btl_usnic_frag_lists_init(opal_btl_usnic_frag_pool_t *pool, const opal_btl_usnic_mem_ops_t *mem,
+                                   size_t prefix, size_t mtu, uint32_t send_depth)
 {
-    int per = (int) eng->p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
+    pool->prefix = prefix;
+    pool->mtu = mtu;
+    /* 64 full segments a slab: a handful of registrations per module */
+    opal_btl_usnic_slab_set_init(&pool->slabs, mem, 64 * (prefix + mtu));
+    int per = (int) send_depth;
     if (per < 16) {
         per = 16;
     }
-    int rc = list_init(eng, &eng->small_frags, sizeof(opal_btl_usnic_send_frag_t),
+    int rc = list_init(pool, &pool->small_frags, sizeof(opal_btl_usnic_send_frag_t),
                        OBJ_CLASS(opal_btl_usnic_send_frag_t), per, small_frag_init);
     if (OPAL_SUCCESS == rc) {
-        rc = list_init(eng, &eng->large_frags, sizeof(opal_btl_usnic_send_frag_t),
+        rc = list_init(pool, &pool->large_frags, sizeof(opal_btl_usnic_send_frag_t),
                        OBJ_CLASS(opal_btl_usnic_send_frag_t), per / 8, large_frag_init);
     }
     if (OPAL_SUCCESS == rc) {
-        rc = list_init(eng, &eng->chunk_segs, sizeof(opal_btl_usnic_send_seg_t),
+        rc = list_init(pool, &pool->chunk_segs, sizeof(opal_btl_usnic_send_seg_t),
                        OBJ_CLASS(opal_btl_usnic_send_seg_t), per, chunk_seg_init);
     }
     if (OPAL_SUCCESS == rc) {
-        rc = list_init(eng, &eng->ack_segs, sizeof(opal_btl_usnic_send_seg_t),
+        rc = list_init(pool, &pool->ack_segs, sizeof(opal_btl_usnic_send_seg_t),
                        OBJ_CLASS(opal_btl_usnic_send_seg_t), per / 4, ack_seg_init);
     }
-    eng->lists_ready = true;
+    pool->lists_ready = true;
     return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERR_OUT_OF_RESOURCE;
 }
 
-void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_engine_t *eng)
+void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_frag_pool_t *pool)
 {
-    if (!eng->lists_ready) {
-        return;
+    if (pool->lists_ready) {
+        OBJ_DESTRUCT(&pool->ack_segs);
+        OBJ_DESTRUCT(&pool->chunk_segs);
+        OBJ_DESTRUCT(&pool->large_frags);
+        OBJ_DESTRUCT(&pool->small_frags);
+        pool->lists_ready = false;
     }
-    OBJ_DESTRUCT(&eng->ack_segs);
-    OBJ_DESTRUCT(&eng->chunk_segs);
-    OBJ_DESTRUCT(&eng->large_frags);
-    OBJ_DESTRUCT(&eng->small_frags);
-    eng->lists_ready = false;
+    opal_btl_usnic_slab_set_fini(&pool->slabs); /* after the lists: their items point into it */
 }
 
 static void frag_reset(opal_btl_usnic_send_frag_t *frag)
@@ -176,9 +180,9 @@ static void frag_reset(opal_btl_usnic_send_frag_t *frag)
     frag->frag_id = 0;
 }
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_engine_t *eng)
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool)
 {
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&eng->small_frags);
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&pool->small_frags);
     if (NULL == frag) {
         return NULL;
     }
@@ -190,9 +194,9 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_engin
     return frag;
 }
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_engine_t *eng, size_t pack_size)
+opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t pack_size)
 {
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&eng->large_frags);
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&pool->large_frags);
     if (NULL == frag) {
         return NULL;
     }
@@ -201,7 +205,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_engin
     if (pack_size > frag->pack_buf_size) {
         uint8_t *buf = (uint8_t *) realloc(frag->pack_buf, pack_size);
         if (NULL == buf) {
-            opal_free_list_return(&eng->large_frags, &frag->base.super);
+            opal_free_list_return(&pool->large_frags, &frag->base.super);
             return NULL;
         }
         frag->pack_buf = buf;
@@ -225,14 +229,14 @@ static opal_btl_usnic_send_seg_t *seg_alloc(opal_free_list_t *list)
     return seg;
 }
 
-opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_engine_t *eng)
+opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_pool_t *pool)
 {
-    return seg_alloc(&eng->chunk_segs);
+    return seg_alloc(&pool->chunk_segs);
 }
 
-opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_engine_t *eng)
+opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool)
 {
-    return seg_alloc(&eng->ack_segs);
+    return seg_alloc(&pool->ack_segs);
 }
 
 void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags)
@@ -243,70 +247,31 @@ void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t siz
     frag->base.des_flags = flags;
 }
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                                      size_t size, uint32_t flags)
+void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_frag_t *frag = NULL;
-    if (size <= opal_btl_usnic_max_frag_payload(eng, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(eng);
-        if (NULL != frag) {
-            opal_btl_usnic_frag_init_small(frag, size, flags);
-        }
-    } else if (size <= eng->p.max_send_size) {
-        frag = opal_btl_usnic_large_frag_alloc(eng, size);
-        if (NULL != frag) {
-            frag->segments[0].seg_addr.pval = frag->pack_buf;
-            frag->segments[0].seg_len = size;
-            frag->base.des_segment_count = 1;
-            frag->base.des_flags = flags;
-        }
-    }
-    if (NULL != frag) {
-        frag->ep = ep;
-    }
-    return frag;
-}
-
-void opal_btl_usnic_frag_free(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    frag->owned_by_btl = true;
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        if (0 == (frag->seg.flags & (OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW | OPAL_BTL_USNIC_SEG_FLAG_POSTED)) &&
-            !frag->queued) {
-            /* never sent, or sent and ACKed: nothing but us refers to it */
-            frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        }
-        opal_btl_usnic_seg_release_if_done(eng, &frag->seg);
-    } else if (!frag->queued && !frag->callback_pending) {
-        opal_btl_usnic_frag_return(eng, frag);
-    }
-}
-
-void opal_btl_usnic_frag_return(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    opal_free_list_t *list = (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) ? &eng->small_frags
-                                                                        : &eng->large_frags;
+    opal_free_list_t *list = (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) ? &pool->small_frags
+                                                                        : &pool->large_frags;
     opal_free_list_return(list, &frag->base.super);
 }
 
-bool opal_btl_usnic_seg_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+bool opal_btl_usnic_seg_release_if_done(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_seg_t *seg)
 {
     if (!opal_btl_usnic_seg_is_free_to_recycle(seg)) {
         return false;
     }
     switch (seg->kind) {
     case OPAL_BTL_USNIC_SEG_CHUNK:
-        opal_free_list_return(&eng->chunk_segs, &seg->super);
+        opal_free_list_return(&pool->chunk_segs, &seg->super);
         return true;
     case OPAL_BTL_USNIC_SEG_ACK:
-        opal_free_list_return(&eng->ack_segs, &seg->super);
+        opal_free_list_return(&pool->ack_segs, &seg->super);
         return true;
     default: {
         /* The embedded segment of a small frag: the frag goes back only when
          * the PML has let go of the descriptor too. */
         opal_btl_usnic_send_frag_t *frag = seg->frag;
         if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
-            opal_btl_usnic_frag_return(eng, frag);
+            opal_btl_usnic_frag_return(pool, frag);
             return true;
         }
         return false;

@@ -29,13 +29,14 @@
 
 #include "opal/class/opal_free_list.h"
 #include "opal/mca/btl/btl.h"
-#include "opal/datatype/opal_convertor.h"
 
 #include "btl_usnic_proto.h"
 #include "btl_usnic_seq.h"
+#include "btl_usnic_slab.h"
 
-struct opal_btl_usnic_engine_t;
-struct mca_btl_base_endpoint_t;
+/* A segment's or fragment's peer is Open MPI's opaque BTL endpoint
+ * (btl.h declares the tag; btl_usnic_endpoint.h, a layer above, defines
+ * it): nothing here looks inside. */
 
 /* Send segment kinds */
 enum {
@@ -131,34 +132,49 @@ static inline bool opal_btl_usnic_seg_is_free_to_recycle(const opal_btl_usnic_se
            !(seg->flags & (OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND));
 }
 
-/**
- * Create the engine's free lists (small and large fragments, chunk and ACK
- * segments).  Segment buffers come from the engine's slabs (registered
- * with the provider where it needs that), cache-line aligned, each
- * |prefix| + |mtu| bytes.  Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
- */
-int opal_btl_usnic_frag_lists_init(struct opal_btl_usnic_engine_t *eng);
-void opal_btl_usnic_frag_lists_fini(struct opal_btl_usnic_engine_t *eng);
+/* Where fragments and segments come from and go back to: one pool per
+ * engine (its |pool|) */
+typedef struct opal_btl_usnic_frag_pool_t {
+    size_t prefix;                   /* provider prefix bytes before each header */
+    size_t mtu;                      /* largest datagram: a segment buffer holds prefix + mtu */
+    opal_btl_usnic_slab_set_t slabs; /* memory of every segment buffer (registered once per slab) */
+    opal_free_list_t small_frags;
+    opal_free_list_t large_frags;
+    opal_free_list_t chunk_segs;
+    opal_free_list_t ack_segs;
+    bool lists_ready;
+} opal_btl_usnic_frag_pool_t;
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(struct opal_btl_usnic_engine_t *eng);
-opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(struct opal_btl_usnic_engine_t *eng,
-                                                            size_t pack_size);
-opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(struct opal_btl_usnic_engine_t *eng);
-opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(struct opal_btl_usnic_engine_t *eng);
+/**
+ * Fill |pool|: free lists of small and large fragments, chunk and ACK
+ * segments, as many items to start with as |send_depth| (the data
+ * channel's send queue, at least 16; fewer large fragments and ACKs).
+ * Segment buffers come from slabs registered through |mem| (NULL: the
+ * provider needs no registration), cache-line aligned, each |prefix| +
+ * |mtu| bytes.  Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
+ */
+int opal_btl_usnic_frag_lists_init(opal_btl_usnic_frag_pool_t *pool, const opal_btl_usnic_mem_ops_t *mem,
+                                   size_t prefix, size_t mtu, uint32_t send_depth);
+/* Free the lists, then their slabs; safe on a pool never filled */
+void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_frag_pool_t *pool);
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool);
+opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t pack_size);
+opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
+opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
 
 /* Describe |size| bytes of a small fragment's own buffer as its one segment */
 void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags);
 
 /* Return a fragment to its free list (no checks). */
-void opal_btl_usnic_frag_return(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_frag_t *frag);
 
 /**
  * Recycle |seg| if neither the provider nor the peer needs it any more; for
  * a small fragment's embedded segment, the fragment goes back to its free
  * list when the BTL also owns the descriptor.  Returns true if released.
  */
-bool opal_btl_usnic_seg_release_if_done(struct opal_btl_usnic_engine_t *eng,
-                                        opal_btl_usnic_send_seg_t *seg);
+bool opal_btl_usnic_seg_release_if_done(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_seg_t *seg);
 
 /* Where the payload of a send segment starts */
 static inline uint8_t *opal_btl_usnic_seg_payload(opal_btl_usnic_send_seg_t *seg, size_t hdr_len)

@@ -50,7 +50,7 @@ static bool inject_post_copy(opal_btl_usnic_module_t *module, opal_btl_usnic_end
         return true;
     }
     copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-    opal_btl_usnic_seg_release_if_done(&module->eng, copy);
+    opal_btl_usnic_seg_release_if_done(&module->eng.pool, copy);
     return false;
 }
 

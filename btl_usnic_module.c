@@ -2,11 +2,12 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * Per-interface modules: setup (the transport, the engine, secrets, the
- * modex entry), the progress passes, and the engine's upcalls (its "wire":
- * posts go to the transport, timers to the endpoint's hotel, fragments to
- * the PML, failed peers to the PML's error callback).  The BTL entry points
- * are in btl_usnic_btl.c, peers in btl_usnic_peers.c, libfabric in
- * btl_usnic_wire_ofi.c.
+ * modex entry), the progress passes, and the two tables the engine is
+ * bound to: its wire below (posts go to the transport, timers to the
+ * endpoint's hotel) and its upcalls above (fragments, send and PUT
+ * completions to the PML's callbacks, failed peers to the PML's error
+ * callback).  The BTL entry points are in btl_usnic_btl.c, peers in
+ * btl_usnic_peers.c, libfabric in btl_usnic_wire_ofi.c.
  */
 #include "opal_config.h"
 
@@ -21,6 +22,7 @@
 
 #include "btl_usnic.h"
 #include "btl_usnic_module_int.h"
+#include "btl_usnic_pml.h"
 
 /* ===================== the engine's wire: the transport below ===================== */
 
@@ -63,13 +65,39 @@ static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     }
 }
 
-static void wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
-                         size_t len)
+static void wire_flush(opal_btl_usnic_engine_t *eng)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    module->transport->flush(module);
+}
+
+static const opal_btl_usnic_wire_ops_t engine_wire = {
+    .post = wire_post,
+    .timer_arm = wire_timer_arm,
+    .timer_disarm = wire_timer_disarm,
+    .flush = wire_flush,
+};
+
+/* ===================== the engine's upcalls: the PML above ===================== */
+
+static void up_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                       size_t len)
 {
     (void) opal_btl_usnic_pml_deliver(eng, &opal_btl_usnic_module_of(eng)->super, ep, tag, data, len);
 }
 
-static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
+static void up_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    frag->base.des_cbfunc(&opal_btl_usnic_module_of(eng)->super, frag->ep, &frag->base, status);
+}
+
+static void up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    frag->put.cbfunc(&opal_btl_usnic_module_of(eng)->super, frag->ep, frag->segments[0].seg_addr.pval,
+                     frag->put.local_handle, frag->put.cbcontext, frag->put.cbdata, status);
+}
+
+static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     if (ep->failed) {
@@ -93,19 +121,11 @@ static void wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     }
 }
 
-static void wire_flush(opal_btl_usnic_engine_t *eng)
-{
-    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
-    module->transport->flush(module);
-}
-
-static const opal_btl_usnic_wire_ops_t engine_wire = {
-    .post = wire_post,
-    .timer_arm = wire_timer_arm,
-    .timer_disarm = wire_timer_disarm,
-    .deliver = wire_deliver,
-    .peer_failed = wire_peer_failed,
-    .flush = wire_flush,
+static const opal_btl_usnic_upcalls_t engine_upcalls = {
+    .deliver = up_deliver,
+    .send_done = up_send_done,
+    .put_done = up_put_done,
+    .peer_failed = up_peer_failed,
 };
 
 /* ===================== progress ===================== */
@@ -203,7 +223,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
-    return opal_btl_usnic_engine_init(&module->eng, &p, &engine_wire, &module->super);
+    return opal_btl_usnic_engine_init(&module->eng, &p, &engine_wire, &engine_upcalls);
 }
 
 static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)

@@ -3,8 +3,9 @@
  *
  * What the files of a module share among themselves and nobody else:
  *
- *   btl_usnic_module.c   setup (sizes, secrets, engine, modex) and the
- *                        engine's upcalls (post, timers, deliver, peer failed)
+ *   btl_usnic_module.c   setup (sizes, secrets, engine, modex), the engine's
+ *                        wire (post, timers, flush) and upcalls (deliver,
+ *                        send done, PUT done, peer failed)
  *   btl_usnic_btl.c      the BTL entry points and the module template
  *   btl_usnic_peers.c    add_procs/del_procs, modex, pairing, endpoints
  *   btl_usnic_wire_ofi.c, btl_usnic_inject.c: transports (btl_usnic_wire.h)

@@ -15,7 +15,7 @@
 
 #include "btl_usnic_compat.h"
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_pml.h"
 
 bool opal_btl_usnic_pml_deliver(opal_btl_usnic_engine_t *eng, mca_btl_base_module_t *btl,
                                 struct mca_btl_base_endpoint_t *ep, uint8_t tag, void *data, size_t len)

@@ -1,77 +1,55 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Emulated RDMA PUT: the registration table of the target and the PUT
- * fragments of the origin.  See the design notes in btl_usnic_put.c.
+ * Emulated RDMA PUT (btl_usnic_put.c, which has the design notes): the
+ * origin's PUT fragments and their completion, and the target's writes
+ * into the regions of btl_usnic_reg.h.
  */
 #ifndef OPAL_BTL_USNIC_PUT_H
 #define OPAL_BTL_USNIC_PUT_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* What the PML ships to the peer (btl_registration_handle_size bytes) */
-struct mca_btl_base_registration_handle_t {
-    uint32_t region_id; /* OPAL_BTL_USNIC_REGION_LOCAL: not writable remotely */
-    uint32_t reserved;
-    uint64_t key;
-};
-typedef struct mca_btl_base_registration_handle_t opal_btl_usnic_reg_handle_t;
+#include "opal/mca/btl/btl.h"
 
-#define OPAL_BTL_USNIC_REGION_LOCAL UINT32_MAX
-#define OPAL_BTL_USNIC_ANY_PEER UINT64_MAX
-
-enum {
-    OPAL_BTL_USNIC_REGION_FREE = 0, /* never used */
-    OPAL_BTL_USNIC_REGION_LIVE,     /* writable by PUTs with its key */
-    OPAL_BTL_USNIC_REGION_DEAD,     /* deregistered: PUTs with its key are told apart, and dropped */
-};
-
-typedef struct opal_btl_usnic_region_t {
-    uint8_t *base;
-    size_t size;
-    uint64_t key;
-    uint64_t peer_id; /* the only peer that may write it (its sender id), or ANY_PEER */
-    uint8_t state;
-} opal_btl_usnic_region_t;
-
-/* Regions a process exposes to PUTs.  Deregistered slots stay DEAD (a
- * tombstone that keeps their key, so that a late PUT is counted as such)
- * and are reused oldest first. */
-typedef struct opal_btl_usnic_reg_table_t {
-    opal_btl_usnic_region_t *slots;
-    uint32_t nslots;           /* allocated */
-    uint32_t max_slots;
-    uint32_t nused;            /* slots ever used (FREE ones are above it) */
-    uint32_t *dead;            /* ring of DEAD slot ids, oldest first */
-    uint32_t dead_head, dead_count;
-    uint32_t nlive;
-} opal_btl_usnic_reg_table_t;
-
-void opal_btl_usnic_reg_table_init(opal_btl_usnic_reg_table_t *t, uint32_t max_slots);
-void opal_btl_usnic_reg_table_fini(opal_btl_usnic_reg_table_t *t);
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_proto.h"
+#include "btl_usnic_reg.h"
 
 /**
- * Expose [base, base + size) to PUTs from |peer_id| (ANY_PEER: any) and
- * fill |handle|.  Returns false when the table is full of live regions, or
- * the kernel gives no random key.
+ * Queue a PUT of |size| bytes from |local_address| to |remote_addr| inside
+ * the peer's region |remote_handle|.  |cbfunc| runs from a later progress
+ * pass once every byte is ACKed by the target (or with an error status).
+ * Returns OPAL_SUCCESS, OPAL_ERR_UNREACH, OPAL_ERR_BAD_PARAM (no remote
+ * region) or OPAL_ERR_OUT_OF_RESOURCE.
  */
-bool opal_btl_usnic_reg_add(opal_btl_usnic_reg_table_t *t, void *base, size_t size, uint64_t peer_id,
-                            opal_btl_usnic_reg_handle_t *handle);
+int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address, uint64_t remote_addr,
+                              struct mca_btl_base_registration_handle_t *local_handle,
+                              const opal_btl_usnic_reg_handle_t *remote_handle, size_t size,
+                              mca_btl_base_rdma_completion_fn_t cbfunc, void *cbcontext, void *cbdata);
 
-/* Stop exposing the region of |handle| (no-op for local-only handles). */
-void opal_btl_usnic_reg_remove(opal_btl_usnic_reg_table_t *t, const opal_btl_usnic_reg_handle_t *handle);
+/* Post the next segment of the queued PUT |frag| (send progression). */
+int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                 opal_btl_usnic_send_frag_t *frag);
 
-typedef enum {
-    OPAL_BTL_USNIC_PUT_WRITE,   /* live region, right key, peer and range: write */
-    OPAL_BTL_USNIC_PUT_DEAD,    /* right key of a deregistered region: drop, never touch memory */
-    OPAL_BTL_USNIC_PUT_REJECT,  /* anything else: drop, never touch memory */
-} opal_btl_usnic_put_verdict_t;
+/* |frag| left the send queue: all posted (OPAL_SUCCESS) or failed. */
+void opal_btl_usnic_put_posted_or_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag,
+                                         int status);
 
-/* May |peer_id| write |len| bytes at |addr| of region |region_id| with |key|? */
-opal_btl_usnic_put_verdict_t opal_btl_usnic_reg_check(const opal_btl_usnic_reg_table_t *t, uint32_t region_id,
-                                                      uint64_t key, uint64_t peer_id, uint64_t addr,
-                                                      size_t len);
+/* A PUT segment was ACKed (or forgotten at teardown). */
+void opal_btl_usnic_put_seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
+
+/* Teardown: the PUT owning |seg|, if any, ends with |status|. */
+void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status);
+
+/* Deferred completion: the PML's callback, then recycling. */
+void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
+
+/* Target side: write the in-window PUT |ph| from |ep| into its region if
+ * opal_btl_usnic_reg_check allows it; returns that verdict. */
+opal_btl_usnic_put_verdict_t opal_btl_usnic_recv_put(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                                     const opal_btl_usnic_put_hdr_t *ph);
 
 #endif /* OPAL_BTL_USNIC_PUT_H */

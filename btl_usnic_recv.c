@@ -29,10 +29,18 @@
  */
 #include "opal_config.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_auth.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_proto.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_recv.h"
+#include "btl_usnic_reg.h"
 
 /* Maps drop reasons to their counters.  A copy of an authentic datagram
  * (REPLAY) is what a network duplicates, too, and a departed peer's late
@@ -107,17 +115,6 @@ static void held_insert(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     OPAL_BTL_USNIC_STAT_INC(eng, num_held_frags);
 }
 
-void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
-{
-    while (NULL != ep->rx.held) {
-        opal_btl_usnic_held_t *h = ep->rx.held;
-        ep->rx.held = h->next;
-        free(h->buf);
-        free(h);
-    }
-    ep->rx.nheld = 0;
-}
-
 void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st)
 {
     memset(st, 0, sizeof(*st));
@@ -144,7 +141,7 @@ static void deliver_one(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
                         size_t len)
 {
     ep->rx.delivering = true;
-    eng->wire->deliver(eng, ep, tag, data, len);
+    eng->up->deliver(eng, ep, tag, data, len);
     ep->rx.delivering = false;
 }
 
@@ -295,11 +292,12 @@ static bool drop_unwanted(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
 }
 
 /* A whole fragment in one datagram: next in order, it goes to the PML
- * from the receive buffer; else a copy waits (the buffer is re-posted). */
-static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+ * from the receive buffer; else a copy waits (the buffer is re-posted).
+ * Returns whether it was accepted. */
+static bool recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
                       opal_btl_usnic_seq_t seq)
 {
-    bool out_of_order = seq != ep->rx.next_expected; /* a hole: the sender wants to hear at once */
+    take_ack(eng, ep, hdr);
     uint8_t *data = (uint8_t *) hdr + sizeof(*hdr);
     uint32_t len = opal_btl_usnic_host16(hdr->payload_len);
     if (is_next_in_order(ep, seq)) {
@@ -313,18 +311,19 @@ static void recv_frag(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
             free(h);
             free(copy);
             OPAL_BTL_USNIC_STAT_INC(eng, num_drop_no_memory); /* un-ACKed: the sender retries */
-            return;
+            return false;
         }
         memcpy(copy, data, len);
         held_insert(eng, ep, seq, hdr->tag, copy, len, h);
         seq_accept(eng, ep, seq);
         OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
     }
-    deliver_held(eng, ep);
-    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
+    return true;
 }
 
-static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+/* One chunk of a fragment into its reassembly slot; a complete fragment
+ * waits for its turn.  Returns whether it was accepted. */
+static bool recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                        opal_btl_usnic_chunk_hdr_t *ch, opal_btl_usnic_seq_t seq)
 {
     uint32_t frag_id = opal_btl_usnic_host32(ch->frag_id);
@@ -338,38 +337,37 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
      * chunks would complete a fragment with bytes that never arrived. */
     if (!opal_btl_usnic_chunk_is_aligned(size, (uint32_t) ep->max_chunk_payload, offset, len)) {
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
-        return;
+        return false;
     }
     switch (opal_btl_usnic_rx_frag_classify(slot, frag_id, size)) {
     case OPAL_BTL_USNIC_RX_FRAG_BUSY:
         /* not accepted: the sender retransmits once the slot frees up */
         OPAL_BTL_USNIC_STAT_INC(eng, num_badfrag_recvs);
-        return;
+        return false;
     case OPAL_BTL_USNIC_RX_FRAG_MISMATCH:
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
-        return;
+        return false;
     case OPAL_BTL_USNIC_RX_FRAG_CONTINUE:
         if (opal_btl_usnic_rx_frag_has(slot, offset)) {
             count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
-            return;
+            return false;
         }
         break;
     case OPAL_BTL_USNIC_RX_FRAG_NEW:
         if (0 == frag_id || size > eng->p.max_send_size) {
             count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
-            return;
+            return false;
         }
         break;
     }
     opal_btl_usnic_held_t *h = (opal_btl_usnic_held_t *) malloc(sizeof(*h)); /* in case it completes */
     bool complete = false;
-    bool out_of_order = seq != ep->rx.next_expected;
     if (NULL == h || OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload,
                                                                 offset, (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag,
                                                                 seq, &complete)) {
         free(h);
         OPAL_BTL_USNIC_STAT_INC(eng, num_drop_no_memory); /* un-ACKed: the sender retries */
-        return;
+        return false;
     }
     take_ack(eng, ep, &ch->hdr);
     if (complete) {
@@ -384,14 +382,14 @@ static void recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     }
     seq_accept(eng, ep, seq);
     OPAL_BTL_USNIC_STAT_INC(eng, num_chunk_recvs);
-    deliver_held(eng, ep);
-    opal_btl_usnic_ack_schedule(eng, ep, out_of_order);
+    return true;
 }
 
 /* A PUT segment takes its sequence number only if it was written: a
  * forged one must not make the genuine segment with that number look like
- * a duplicate (see btl_usnic_put.c for the key of a deregistered region). */
-static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+ * a duplicate (see btl_usnic_put.c for the key of a deregistered region).
+ * Returns whether it was accepted. */
+static bool recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                          const opal_btl_usnic_put_hdr_t *ph, opal_btl_usnic_seq_t seq)
 {
     switch (opal_btl_usnic_recv_put(eng, ep, ph)) {
@@ -400,16 +398,54 @@ static void recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
     case OPAL_BTL_USNIC_PUT_DEAD:
         OPAL_BTL_USNIC_STAT_INC(eng, num_invalid_recvs);
         OPAL_BTL_USNIC_STAT_INC(eng, num_put_after_dereg);
-        return;
+        return false;
     default:
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PUT);
-        return;
+        return false;
     }
     take_ack(eng, ep, &ph->hdr);
-    bool out_of_order = seq != ep->rx.next_expected;
     seq_accept(eng, ep, seq);
+    return true;
+}
+
+/**
+ * Accept the new data segment |hdr| (authentic, classified NEW_IN_ORDER
+ * or NEW_OOO, sequence number |seq|) from |ep|: note a loss its copy
+ * repairs, take its ACK information and its payload (delivered, held for
+ * its turn, reassembled or written in place) and its sequence number, then
+ * hand over the held fragments whose turn came.  Returns whether it was
+ * accepted, and then in *|ack_urgent_p| whether its ACK must go at the
+ * next pass: it arrived beyond a hole (the sender wants to hear at once)
+ * or asks for it (ACK_SOON).  Both receive paths accept through here, so
+ * a datagram gets the same treatment whichever path takes it; each
+ * schedules the ACK itself (the fast path once its upcall's bookkeeping
+ * is done).
+ */
+static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                           opal_btl_usnic_seq_t seq, bool *ack_urgent_p)
+{
+    bool out_of_order = seq != ep->rx.next_expected;
+    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX) {
+        ep->rx.repaired = true; /* a copy we lacked: the original was lost */
+    }
+    bool accepted;
+    switch (hdr->type) {
+    case OPAL_BTL_USNIC_PKT_FRAG:
+        accepted = recv_frag(eng, ep, hdr, seq);
+        break;
+    case OPAL_BTL_USNIC_PKT_PUT:
+        accepted = recv_put_seg(eng, ep, (const opal_btl_usnic_put_hdr_t *) hdr, seq);
+        break;
+    default:
+        accepted = recv_chunk(eng, ep, (opal_btl_usnic_chunk_hdr_t *) hdr, seq);
+        break;
+    }
+    if (!accepted) {
+        return false;
+    }
     deliver_held(eng, ep); /* it may have filled the hole fragments waited for */
-    opal_btl_usnic_ack_schedule(eng, ep, out_of_order || (ph->hdr.flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON));
+    *ack_urgent_p = out_of_order || 0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON);
+    return true;
 }
 
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
@@ -448,16 +484,9 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
     if (drop_unwanted(eng, ep, cls)) {
         return;
     }
-    if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX) {
-        ep->rx.repaired = true; /* a copy we lacked: the original was lost */
-    }
-    if (OPAL_BTL_USNIC_PKT_FRAG == hdr->type) {
-        take_ack(eng, ep, hdr);
-        recv_frag(eng, ep, hdr, seq);
-    } else if (OPAL_BTL_USNIC_PKT_PUT == hdr->type) {
-        recv_put_seg(eng, ep, (const opal_btl_usnic_put_hdr_t *) buf, seq);
-    } else {
-        recv_chunk(eng, ep, (opal_btl_usnic_chunk_hdr_t *) buf, seq);
+    bool ack_urgent;
+    if (segment_accept(eng, ep, hdr, seq, &ack_urgent)) {
+        opal_btl_usnic_ack_schedule(eng, ep, ack_urgent);
     }
 }
 
@@ -486,15 +515,18 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opa
     if (!datagram_authentic(eng, ep, buf, len)) {
         return OPAL_BTL_USNIC_FAST_DROPPED;
     }
-    /* The window mark and the ACK are not deferred: if the PML re-enters
-     * progress from its callback, a retransmitted copy must already look
-     * like a DUP, and the ACK may free window room it wants to use. */
-    take_ack(eng, ep, hdr);
+    /* The slow path's accept, not deferred: if the PML re-enters progress
+     * from its callback, a retransmitted copy must already look like a
+     * DUP, and the ACK may free window room it wants to use.  Only the ACK
+     * it decided on waits for recv_fast_finish.  Next in order, the
+     * fragment goes straight to the PML (then what completed through
+     * nested progress while the PML had it): accepted always. */
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
-    seq_accept(eng, ep, seq);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_frag_recvs);
-    deliver_one(eng, ep, hdr->tag, (uint8_t *) hdr + sizeof(*hdr), opal_btl_usnic_host16(hdr->payload_len));
-    deliver_held(eng, ep); /* what completed through nested progress while the PML had it */
+    bool ack_urgent = false;
+    bool accepted = segment_accept(eng, ep, hdr, seq, &ack_urgent);
+    assert(accepted);
+    (void) accepted;
+    ep->rx.fast_ack_urgent = ep->rx.fast_ack_urgent || ack_urgent;
     *ep_p = ep;
     return OPAL_BTL_USNIC_FAST_TAKEN;
 }
@@ -502,5 +534,6 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opa
 void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, void *buf)
 {
     (void) buf;
-    opal_btl_usnic_ack_schedule(eng, ep, false);
+    opal_btl_usnic_ack_schedule(eng, ep, ep->rx.fast_ack_urgent);
+    ep->rx.fast_ack_urgent = false;
 }

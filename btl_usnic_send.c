@@ -9,7 +9,12 @@
 
 #include <string.h>
 
-#include "btl_usnic_engine.h"
+#include "btl_usnic_ack.h"
+#include "btl_usnic_auth.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_put.h"
+#include "btl_usnic_send.h"
 
 static opal_btl_usnic_endpoint_t *ep_from_rts_item(opal_list_item_t *item)
 {
@@ -39,12 +44,13 @@ static void rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
 
 /* ----- PML callbacks and fragment recycling ----- */
 
+/* The PML hears about |frag| through the upcall, if it asked to */
 static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
 {
     frag->callback_pending = false;
     if (NULL != frag->base.des_cbfunc) {
         OPAL_BTL_USNIC_STAT_INC(eng, pml_send_callbacks);
-        frag->base.des_cbfunc(eng->btl, frag->ep, &frag->base, status);
+        eng->up->send_done(eng, frag, status);
     }
 }
 
@@ -52,9 +58,9 @@ static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag
 static void frag_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
 {
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        opal_btl_usnic_seg_release_if_done(eng, &frag->seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, &frag->seg);
     } else if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
-        opal_btl_usnic_frag_return(eng, frag);
+        opal_btl_usnic_frag_return(&eng->pool, frag);
     }
 }
 
@@ -192,7 +198,7 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
         if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
         } else {
-            eng->wire->peer_failed(eng, ep, rc);
+            eng->up->peer_failed(eng, ep, rc);
         }
         return rc;
     }
@@ -275,7 +281,7 @@ static bool small_seg_busy(const opal_btl_usnic_send_frag_t *frag)
  * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE (the caller retries). */
 static int submit_copy(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
-    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(ep->eng);
+    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(&ep->eng->pool);
     if (NULL == copy) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -394,7 +400,7 @@ int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     if (OPAL_SUCCESS != rc) {
         seg->frag = NULL;
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED; /* never posted: straight back to its list */
-        opal_btl_usnic_seg_release_if_done(eng, seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
     }
     return rc;
 }
@@ -403,7 +409,7 @@ int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
 static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_frag_t *frag)
 {
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
     if (NULL == seg) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
@@ -571,7 +577,7 @@ static int progress_resends(opal_btl_usnic_engine_t *eng)
             if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
                 OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
             } else {
-                eng->wire->peer_failed(eng, seg->ep, rc);
+                eng->up->peer_failed(eng, seg->ep, rc);
             }
             break;
         }
@@ -603,7 +609,7 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     int rc = eng->wire->post(eng, ep, seg, channel);
     if (OPAL_SUCCESS != rc) {
         seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(eng, seg);
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
         return rc;
     }
     --eng->credits[channel];
@@ -614,7 +620,7 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
 
 opal_btl_usnic_send_seg_t *opal_btl_usnic_seg_copy(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_send_seg_t *seg)
 {
-    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(eng);
+    opal_btl_usnic_send_seg_t *copy = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
     if (NULL == copy) {
         return NULL;
     }
@@ -726,75 +732,5 @@ void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usn
 {
     seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
     ++eng->credits[seg->channel];
-    opal_btl_usnic_seg_release_if_done(eng, seg);
-}
-
-/* ----- engine setup ----- */
-
-int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_engine_params_t *params,
-                               const opal_btl_usnic_wire_ops_t *wire, mca_btl_base_module_t *btl)
-{
-    memset(&eng->stats, 0, sizeof(eng->stats));
-    eng->p = *params;
-    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect && !opal_btl_usnic_mac_gathers()) {
-        eng->p.gather_send = false; /* the tag covers the payload: it must be in the segment */
-    }
-    eng->nonce_generation = 0;
-    eng->wire = wire;
-    eng->btl = btl;
-    eng->tick = 0;
-    eng->now = 0;
-    eng->next_deadline = UINT64_MAX;
-    eng->away_next = 0;
-    eng->away_interval = 0;
-    eng->rx_epoch = 0;
-    eng->rx_epoch_start = 0;
-    eng->rx_senders_now = 0;
-    eng->rx_senders_prev = 0;
-    eng->rx_buffers_held = 0;
-    opal_btl_usnic_reg_table_init(&eng->regs, OPAL_BTL_USNIC_MAX_REGIONS);
-    eng->max_frag_payload = params->mtu - sizeof(opal_btl_usnic_hdr_t);
-    eng->max_chunk_payload = params->mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
-    eng->max_tiny_payload = params->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
-    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
-        eng->credits[c] = (int32_t) params->sd_credits[c];
-    }
-    OBJ_CONSTRUCT(&eng->resend_segs, opal_list_t);
-    OBJ_CONSTRUCT(&eng->endpoints_with_sends, opal_list_t);
-    OBJ_CONSTRUCT(&eng->endpoints_needing_ack, opal_list_t);
-    OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
-    OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
-    eng->constructed = true;
-    eng->lists_ready = false;
-    eng->defer_callbacks = false;
-    /* 64 full segments a slab: a handful of registrations per module */
-    opal_btl_usnic_slab_set_init(&eng->slabs, params->mem, 64 * (params->prefix + params->mtu));
-    return opal_btl_usnic_frag_lists_init(eng);
-}
-
-void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
-{
-    if (!eng->constructed) {
-        return; /* a module whose setup failed before its engine: nothing was made */
-    }
-    eng->constructed = false;
-    /* Items on these lists belong to free lists or endpoints: just unlink */
-    while (NULL != opal_list_remove_first(&eng->resend_segs)) {
-    }
-    while (NULL != opal_list_remove_first(&eng->endpoints_with_sends)) {
-    }
-    while (NULL != opal_list_remove_first(&eng->endpoints_needing_ack)) {
-    }
-    while (NULL != opal_list_remove_first(&eng->pending_callbacks)) {
-    }
-    while (NULL != opal_list_remove_first(&eng->endpoints_in_flight)) {
-    }
-    OBJ_DESTRUCT(&eng->endpoints_in_flight);
-    opal_btl_usnic_reg_table_fini(&eng->regs);
-    OBJ_DESTRUCT(&eng->pending_callbacks);
-    OBJ_DESTRUCT(&eng->endpoints_needing_ack);
-    OBJ_DESTRUCT(&eng->endpoints_with_sends);
-    OBJ_DESTRUCT(&eng->resend_segs);
-    opal_btl_usnic_frag_lists_fini(eng);
-    opal_btl_usnic_slab_set_fini(&eng->slabs); /* after the lists: their items point into it */
+    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
 }

@@ -21,7 +21,7 @@
  * above it see only the capabilities the wire fills at open.
  *
  * Not to be confused with the engine's opal_btl_usnic_wire_ops_t
- * (btl_usnic_engine.h): that is the engine's downward table, which the
+ * (btl_usnic_engine_core.h): that is the engine's downward table, which the
  * module implements (btl_usnic_module.c) by calling this transport.
  */
 #ifndef OPAL_BTL_USNIC_WIRE_H
@@ -71,7 +71,7 @@ typedef struct opal_btl_usnic_transport_t {
     void (*del_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep);
     /**
      * Post one datagram (the engine's wire->post contract, see
-     * btl_usnic_engine.h): OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE
+     * btl_usnic_engine_core.h): OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE
      * (back-pressure, nothing sent) or OPAL_ERR_UNREACH.  The place a batch
      * call goes later.
      */

@@ -88,6 +88,7 @@
  * do not contain.
  */
 #include "fixture.h"
+#include "btl_usnic_pml.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,8 +436,8 @@ static void fz_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_tag_t tag, 
     ++S.pml_calls;
 }
 
-static void fz_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
-                            size_t len)
+static void fz_up_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                          size_t len)
 {
     FZ_CHECK(!S.in_action && S.depth > 0); /* only a receive delivers */
     for (int d = 0; d < S.depth; ++d) {
@@ -687,10 +688,10 @@ static void setup(uint8_t cfg)
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 16;
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 16;
     p.rx_capacity = (cfg & 0x80) ? FZ_RX_CAPACITY : 0;
-    static opal_btl_usnic_wire_ops_t wire;
-    wire = *fx_wire_ops();
-    wire.deliver = fz_wire_deliver; /* on up through Open MPI's table */
-    fx_init_with_wire(&S.fx, &p, &wire);
+    static opal_btl_usnic_upcalls_t up;
+    up = *fx_upcalls();
+    up.deliver = fz_up_deliver; /* on up through Open MPI's table */
+    fx_init_with_wire(&S.fx, &p, NULL, &up);
     for (unsigned t = 0; t < MCA_BTL_TAG_MAX; ++t) {
         mca_btl_base_active_message_trigger[t].cbfunc = fz_tag_registered(t) ? fz_pml_callback : NULL;
         mca_btl_base_active_message_trigger[t].cbdata = NULL;

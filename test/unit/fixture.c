@@ -1,7 +1,8 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Test fixture: a recording wire and the module glue.  See fixture.h.
+ * Test fixture: a recording wire, recording upcalls, and the BTL entry
+ * points through the production glue.  See fixture.h.
  */
 #include "fixture.h"
 
@@ -96,8 +97,23 @@ static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     }
 }
 
-static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
-                            size_t len)
+/* Nothing is held back: every post was recorded as it came */
+static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
+{
+    ++fx_of(eng)->flushes;
+}
+
+static const opal_btl_usnic_wire_ops_t fx_wire = {
+    .post = fx_wire_post,
+    .timer_arm = fx_wire_timer_arm,
+    .timer_disarm = fx_wire_timer_disarm,
+    .flush = fx_wire_flush,
+};
+
+/* ----- the upcalls: a recording PML ----- */
+
+static void fx_up_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
+                          size_t len)
 {
     fx_t *fx = fx_of(eng);
     if (fx->ndels == fx->dels_cap) {
@@ -115,8 +131,23 @@ static void fx_wire_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     }
 }
 
-/* Mirrors the module's wire_peer_failed (minus show_help and the PML error callback) */
-static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
+/* As the module's up_send_done and up_put_done: the PML's own callbacks
+ * (no BTL module in tests) */
+static void fx_up_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    ++fx_of(eng)->send_dones;
+    frag->base.des_cbfunc(NULL, frag->ep, &frag->base, status);
+}
+
+static void fx_up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
+{
+    ++fx_of(eng)->put_dones;
+    frag->put.cbfunc(NULL, frag->ep, frag->segments[0].seg_addr.pval, frag->put.local_handle, frag->put.cbcontext,
+                     frag->put.cbdata, status);
+}
+
+/* Mirrors the module's up_peer_failed (minus show_help and the PML error callback) */
+static void fx_up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
 {
     fx_t *fx = fx_of(eng);
     ++fx->peer_failed_calls;
@@ -129,19 +160,11 @@ static void fx_wire_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
 }
 
-/* Nothing is held back: every post was recorded as it came */
-static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
-{
-    ++fx_of(eng)->flushes;
-}
-
-static const opal_btl_usnic_wire_ops_t fx_wire = {
-    .post = fx_wire_post,
-    .timer_arm = fx_wire_timer_arm,
-    .timer_disarm = fx_wire_timer_disarm,
-    .deliver = fx_wire_deliver,
-    .peer_failed = fx_wire_peer_failed,
-    .flush = fx_wire_flush,
+static const opal_btl_usnic_upcalls_t fx_up = {
+    .deliver = fx_up_deliver,
+    .send_done = fx_up_send_done,
+    .put_done = fx_up_put_done,
+    .peer_failed = fx_up_peer_failed,
 };
 
 /* ----- setup ----- */
@@ -170,12 +193,18 @@ const opal_btl_usnic_wire_ops_t *fx_wire_ops(void)
     return &fx_wire;
 }
 
-void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
+const opal_btl_usnic_upcalls_t *fx_upcalls(void)
 {
-    fx_init_with_wire(fx, p, &fx_wire);
+    return &fx_up;
 }
 
-void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire)
+void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p)
+{
+    fx_init_with_wire(fx, p, NULL, NULL);
+}
+
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire,
+                       const opal_btl_usnic_upcalls_t *up)
 {
     opal_btl_usnic_engine_params_t def;
     memset(fx, 0, sizeof(*fx));
@@ -184,7 +213,8 @@ void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const 
         p = &def;
     }
     fx->fail_rc = OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, wire, NULL)) {
+    if (OPAL_SUCCESS != opal_btl_usnic_engine_init(&fx->eng, p, NULL != wire ? wire : &fx_wire,
+                                                   NULL != up ? up : &fx_up)) {
         fprintf(stderr, "fixture: opal_btl_usnic_engine_init failed\n");
         abort();
     }
@@ -506,12 +536,26 @@ size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq)
     return fx_build_ack_credit(buf, sender, ack_seq, UINT16_MAX);
 }
 
-/* ----- module glue (mirrors btl_usnic_btl.c) ----- */
+/* ----- the BTL entry points: btl_usnic_btl.c's own glue ----- */
 
-/* The descriptor glue is the engine's own (opal_btl_usnic_frag_alloc,
- * _submit, _submit_owned, _free), exactly what btl_usnic_btl.c calls;
- * only prepare_src is mirrored, because the module's goes through an
- * Open MPI convertor. */
+/* The glue's data source over a plain buffer: referenced where it lies,
+ * or copied where the glue wants it */
+static void *buffer_take(void *ctx, void *dst, size_t *size_p)
+{
+    if (NULL == dst) {
+        return ctx;
+    }
+    memcpy(dst, ctx, *size_p);
+    return dst;
+}
+
+static opal_btl_usnic_source_t buffer_source(const void *data, bool contiguous)
+{
+    return (opal_btl_usnic_source_t){.take = buffer_take, .ctx = (void *) data, .contiguous = contiguous};
+}
+
+/* What btl_usnic_btl.c does around the glue is the lock, the module cast
+ * and Open MPI's convertor; everything else is the same function */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags)
 {
     return opal_btl_usnic_frag_alloc(&fx->eng, ep, size, flags);
@@ -520,70 +564,27 @@ opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, si
 opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
                                            const void *data, size_t size, uint32_t flags)
 {
-    opal_btl_usnic_send_frag_t *frag;
-    if (reserve + size <= opal_btl_usnic_max_frag_payload(&fx->eng, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
-        if (NULL == frag) {
-            return NULL;
-        }
-        uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-        frag->segments[0].seg_addr.pval = payload;
-        frag->segments[0].seg_len = reserve;
-        frag->base.des_flags = flags;
-        if (0 == size) {
-            frag->base.des_segment_count = 1;
-        } else {
-            frag->segments[1].seg_addr.pval = (void *) data;
-            frag->segments[1].seg_len = size;
-            frag->base.des_segment_count = 2;
-        }
-    } else {
-        if (reserve > OPAL_BTL_USNIC_LARGE_HDR_SPACE) {
-            return NULL;
-        }
-        frag = opal_btl_usnic_large_frag_alloc(&fx->eng, 0);
-        if (NULL == frag) {
-            return NULL;
-        }
-        frag->segments[0].seg_addr.pval = frag->hdr_space;
-        frag->segments[0].seg_len = reserve;
-        frag->segments[1].seg_addr.pval = (void *) data;
-        frag->segments[1].seg_len = size;
-        frag->base.des_segment_count = 2;
-        frag->base.des_flags = flags;
-    }
-    frag->ep = ep;
-    return frag;
+    opal_btl_usnic_source_t src = buffer_source(data, true);
+    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags, fx->eng.p.max_send_size);
+}
+
+opal_btl_usnic_send_frag_t *fx_prepare_src_packed(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
+                                                  const void *data, size_t size, uint32_t flags)
+{
+    opal_btl_usnic_source_t src = buffer_source(data, false);
+    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags, fx->eng.p.max_send_size);
 }
 
 int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
-    /* the fast path posts outside progress: send time and RTT samples
-     * must not be stale */
-    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
-    return opal_btl_usnic_frag_submit(ep, frag, tag);
+    return opal_btl_usnic_btl_send(&fx->eng, ep, frag, tag, fx->now);
 }
 
 int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
              size_t payload_size, uint8_t tag)
 {
-    if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
-        return OPAL_ERR_RESOURCE_BUSY;
-    }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx->eng);
-    if (NULL == frag) {
-        return OPAL_ERR_OUT_OF_RESOURCE;
-    }
-    uint8_t *buf = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    if (header_size > 0) {
-        memcpy(buf, header, header_size);
-    }
-    if (payload_size > 0) {
-        memcpy(buf + header_size, payload, payload_size);
-    }
-    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
-    opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + payload_size);
-    return OPAL_SUCCESS;
+    opal_btl_usnic_source_t src = buffer_source(payload, false);
+    return opal_btl_usnic_btl_sendi(&fx->eng, ep, header, header_size, &src, payload_size, tag, fx->now);
 }
 
 unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)
@@ -650,8 +651,8 @@ size_t fx_free_list_allocated(const opal_free_list_t *list)
 
 bool fx_all_recycled(fx_t *fx)
 {
-    opal_free_list_t *lists[] = {&fx->eng.small_frags, &fx->eng.large_frags, &fx->eng.chunk_segs,
-                                 &fx->eng.ack_segs};
+    opal_free_list_t *lists[] = {&fx->eng.pool.small_frags, &fx->eng.pool.large_frags, &fx->eng.pool.chunk_segs,
+                                 &fx->eng.pool.ack_segs};
     bool ok = true;
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
         size_t avail = fx_free_list_available(lists[i]);

@@ -18,9 +18,10 @@
  * "checked in" and counts inconsistent calls, but never computes or fires
  * a deadline.
  *
- * The small glue of btl_usnic_btl.c (alloc, send, sendi, free,
- * prepare_src) is mirrored here, because the module itself needs a live
- * Open MPI.
+ * The BTL entry points (alloc, prepare_src, send, sendi, free) go through
+ * the production glue (btl_usnic_glue.c) that btl_usnic_btl.c calls: the
+ * module itself, which only adds its lock and Open MPI's convertor, needs
+ * a live Open MPI.
  *
  * Open MPI runtime: none.  The engine's free lists are opal_free_list_t
  * without payload buffers (no mpool, no rcache), the object system
@@ -71,7 +72,7 @@ typedef struct fx_post_t {
     bool completed;        /* completion reported to the engine */
 } fx_post_t;
 
-/* One call of wire->deliver */
+/* One call of the deliver upcall */
 typedef struct fx_delivery_t {
     opal_btl_usnic_endpoint_t *ep;
     uint8_t tag;
@@ -104,6 +105,8 @@ struct fx_t {
     fx_delivery_t *dels;
     size_t ndels, dels_cap;
     fx_deliver_hook_t deliver_hook;
+    unsigned send_dones;          /* send_done upcalls (PML send callbacks) */
+    unsigned put_dones;           /* put_done upcalls (PML PUT callbacks) */
 
     unsigned flushes;             /* wire->flush calls */
 
@@ -124,13 +127,17 @@ typedef struct fx_cb_t {
 } fx_cb_t;
 
 void fx_params_default(opal_btl_usnic_engine_params_t *p);
-/* The recording wire (for a test that binds its own variant of it) */
+/* The recording wire and the recording upcalls (for a test that binds its
+ * own variant of either) */
 const opal_btl_usnic_wire_ops_t *fx_wire_ops(void);
+const opal_btl_usnic_upcalls_t *fx_upcalls(void);
 /* Set up |fx| (|p| NULL: defaults).  Aborts the program if the engine cannot start. */
 void fx_init(fx_t *fx, const opal_btl_usnic_engine_params_t *p);
-/* The same with another wire (the pair simulation); |fx| must then be the
- * first member of whatever the wire maps the engine back to */
-void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire);
+/* The same with another wire or other upcalls (NULL: the recording ones;
+ * the pair simulation, the fuzzer); |fx| must then be the first member of
+ * whatever they map the engine back to */
+void fx_init_with_wire(fx_t *fx, const opal_btl_usnic_engine_params_t *p, const opal_btl_usnic_wire_ops_t *wire,
+                       const opal_btl_usnic_upcalls_t *up);
 void fx_fini(fx_t *fx);
 fx_t *fx_of(opal_btl_usnic_engine_t *eng);
 
@@ -202,11 +209,18 @@ size_t fx_build_chunk(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, 
 size_t fx_build_ack(uint8_t *buf, uint32_t sender, uint32_t ack_seq); /* grants all */
 size_t fx_build_ack_credit(uint8_t *buf, uint32_t sender, uint32_t ack_seq, uint16_t credit);
 
-/* The module glue, mirrored (usnic_alloc, usnic_prepare_src, usnic_send, usnic_sendi, usnic_free) */
+/* The BTL entry points at the fixture's clock, through the same glue as
+ * btl_usnic_btl.c's (btl_usnic_glue.h: usnic_alloc, usnic_prepare_src,
+ * usnic_send, usnic_sendi, usnic_free), with plain buffers for Open MPI's
+ * convertor */
 opal_btl_usnic_send_frag_t *fx_alloc(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags);
 /* prepare_src of a contiguous user buffer: reserve bytes of PML header, then |size| bytes referenced in place */
 opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
                                            const void *data, size_t size, uint32_t flags);
+/* ... of data that must be packed (a non-contiguous datatype): copied into the descriptor */
+opal_btl_usnic_send_frag_t *fx_prepare_src_packed(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
+                                                  const void *data, size_t size, uint32_t flags);
+/* btl_send: tiny fragments leave at once, a queued one's first datagrams before it returns */
 int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag);
 int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
              size_t payload_size, uint8_t tag);

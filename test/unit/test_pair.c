@@ -48,7 +48,7 @@
  *     the receiver gets a unit's datagrams back to back in one pass (a GRO
  *     receive split into datagrams).  Priority-channel posts (ACKs, tiny
  *     fragments) stay single units.  Send completions come after the flush.
- *     The PML's btl_send calls send_now, as btl_usnic_btl.c does.  A pass
+ *     The PML's btl_send is btl_usnic_btl.c's glue (send_now).  A pass
  *     that ends with a post still held (the engine did not flush after a
  *     data-channel post) fails the case, as does a unit beyond batch_segs.
  *     Loss counters stay in datagrams (a lost batch of 44 is 44 drops).
@@ -531,10 +531,18 @@ static const opal_btl_usnic_wire_ops_t sim_wire = {
     .post = sim_post,
     .timer_arm = sim_timer_arm,
     .timer_disarm = sim_timer_disarm,
-    .deliver = sim_deliver,
-    .peer_failed = sim_peer_failed,
     .flush = sim_flush,
 };
+
+/* The fixture's PML callbacks; deliveries and failures as above */
+static const opal_btl_usnic_upcalls_t *sim_upcalls(void)
+{
+    static opal_btl_usnic_upcalls_t up;
+    up = *fx_upcalls();
+    up.deliver = sim_deliver;
+    up.peer_failed = sim_peer_failed;
+    return &up;
+}
 
 /* ---------------- traffic ---------------- */
 
@@ -621,13 +629,9 @@ static void submit(side_t *s, int k)
         return;
     }
     fx_set_callback(frag, &t->cb);
-    t->rc = fx_send(fx, ep, frag, tag);
+    t->rc = fx_send(fx, ep, frag, tag); /* usnic_send's glue: a queued fragment leaves at once when nothing is
+                                           in flight (send_now, which flushes) */
     t->expect_callback = (0 == t->rc);
-    if (0 == t->rc && s->sim->c->batch_segs > 1) {
-        /* btl_usnic_btl.c's usnic_send: a queued fragment leaves at once
-         * when nothing is in flight (and is flushed there) */
-        (void) opal_btl_usnic_engine_send_now(&fx->eng);
-    }
     if (t->rc < 0) {
         fx_free(fx, frag); /* refused (peer failed): the descriptor is still the PML's */
     }
@@ -688,7 +692,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
     p.batch_segs = c->batch_segs;
     memset(s, 0, sizeof(*s));
     s->held = (opal_btl_usnic_send_seg_t **) calloc(c->batch_segs > 1 ? c->batch_segs : 1, sizeof(*s->held));
-    fx_init_with_wire(&s->fx, &p, &sim_wire);
+    fx_init_with_wire(&s->fx, &p, &sim_wire, sim_upcalls());
     s->sim = sim;
     s->id = id;
     uint32_t local = id ? c->isn_b : c->isn_a, remote = id ? c->isn_a : c->isn_b;
@@ -1057,7 +1061,7 @@ static sim_result_t run_case(const sim_case_t *c)
             fire_completions(s, UINT64_MAX);
             opal_btl_usnic_engine_t *eng = &s->fx.eng;
             size_t out = 0;
-            opal_free_list_t *lists[] = {&eng->small_frags, &eng->large_frags, &eng->chunk_segs, &eng->ack_segs};
+            opal_free_list_t *lists[] = {&eng->pool.small_frags, &eng->pool.large_frags, &eng->pool.chunk_segs, &eng->pool.ack_segs};
             for (size_t l = 0; l < 4; ++l) {
                 out += fx_free_list_allocated(lists[l]) - fx_free_list_available(lists[l]);
             }

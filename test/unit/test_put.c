@@ -219,6 +219,7 @@ static void test_put_remote_completion(void)
     }
     CHECK_EQ(p.cb_calls, 1);
     CHECK_EQ(p.cb_status, OPAL_SUCCESS);
+    CHECK_EQ(p.a.put_dones, 1); /* through the engine's put_done upcall */
     CHECK_MEM(p.target + offset, src, len);
     uint8_t zeros[4096] = {0};
     CHECK_MEM(p.target, zeros, offset);

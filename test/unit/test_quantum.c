@@ -64,10 +64,13 @@ static void qx_init(qx_t *q, uint32_t batch_segs, uint32_t max_resends, uint32_t
     qx_wire = *fx_wire_ops();
     qx_wire.flush = qx_flush;
     memset(q, 0, sizeof(*q));
-    fx_init_with_wire(&q->fx, &p, &qx_wire);
+    fx_init_with_wire(&q->fx, &p, &qx_wire, NULL);
 }
 
-/* Queue |n| fragments of |size| bytes to |ep| (not sent by the PML's call) */
+/* Queue |n| fragments of |size| bytes to |ep| in the engine's queue alone
+ * (opal_btl_usnic_frag_submit): btl_send (fx_send) would post them at
+ * once while nothing is in flight, and these tests are about what the send
+ * progression and send_now do with a queue */
 static void queue_frags(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, size_t size)
 {
     for (unsigned i = 0; i < n; ++i) {
@@ -77,7 +80,8 @@ static void queue_frags(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, siz
             return;
         }
         fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, size, i);
-        if (0 != fx_send(fx, ep, frag, 7)) {
+        opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
+        if (0 != opal_btl_usnic_frag_submit(ep, frag, 7)) {
             FAILF("fragment %u not queued", i);
         }
     }
@@ -320,7 +324,7 @@ static void test_flush_points(void)
     /* the PML's send of a queued fragment leaves at once (send_now),
      * flushed after its posts */
     queue_frags(&q.fx, ep, 3, DATA_SIZE);
-    CHECK_EQ(q.fx.nposts, 0); /* fx_send is only the submit (btl_send calls send_now too) */
+    CHECK_EQ(q.fx.nposts, 0); /* only submitted (btl_send would call send_now too) */
     CHECK_EQ(opal_btl_usnic_engine_send_now(&q.fx.eng), 3);
     CHECK_EQ(q.nflush, 1);
     CHECK_EQ(q.flush_at[0], 3);

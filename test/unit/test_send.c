@@ -105,13 +105,12 @@ static void test_send_small_via_queue(void)
     opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, 1000, OWN | ALWAYS, 1, &cb);
     uint8_t want[1000];
     fx_fill(want, sizeof(want), 1);
-    CHECK_EQ(fx_send(&fx, ep, frag, 0x21), 0); /* too big for the fast path */
-    CHECK_EQ(fx.nposts, 0);
-    CHECK(frag->queued);
-    CHECK(ep->tx.on_rts_list);
-    CHECK_EQ(cb.calls, 0);
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx_send(&fx, ep, frag, 0x21), 0); /* too big for the fast path: queued, and posted at once */
     REQUIRE_EQ(fx.nposts, 1);
+    CHECK(!frag->queued);
+    CHECK(!ep->tx.on_rts_list);
+    CHECK_EQ(cb.calls, 0); /* never from inside the PML's send call */
+    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
     fx_post_t *p = &fx.posts[0];
     const opal_btl_usnic_hdr_t *h = fx_post_hdr(p);
     CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL); /* 1024 bytes > tiny_mtu */
@@ -124,6 +123,7 @@ static void test_send_small_via_queue(void)
     CHECK_MEM(p->bytes + FX_HDR, want, 1000);
     CHECK_EQ(cb.calls, 1); /* all of it is in our buffer: the PML may go on */
     CHECK_EQ(cb.status, OPAL_SUCCESS);
+    CHECK_EQ(fx.send_dones, 1); /* through the engine's send_done upcall */
     CHECK(!frag->queued);
     CHECK(!ep->tx.on_rts_list);
     CHECK_EQ_U(fx.eng.stats.num_frag_sends, 1);
@@ -218,17 +218,17 @@ static void test_send_fast_path_ack_before_callback(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
-    size_t full = fx_free_list_available(&fx.eng.small_frags);
+    size_t full = fx_free_list_available(&fx.eng.pool.small_frags);
     fx_cb_t cb;
     memset(&cb, 0, sizeof(cb));
     opal_btl_usnic_send_frag_t *f = alloc_filled(&fx, ep, 50, OWN | ALWAYS, 2, &cb);
     CHECK_EQ(fx_send(&fx, ep, f, 1), 0);
     ack_and_complete_all(&fx, ep);
-    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full - 1);
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 1);
     CHECK_EQ(cb.calls, 0);
     opal_btl_usnic_engine_progress(&fx.eng);
     CHECK_EQ(cb.calls, 1);
-    CHECK_EQ(fx_free_list_available(&fx.eng.small_frags), full);
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full);
     fx_fini(&fx);
 }
 
@@ -243,12 +243,16 @@ static void test_send_fast_path_refusals(void)
     fx_cb_t cb[8];
     memset(cb, 0, sizeof(cb));
 
-    /* something queued: a tiny fragment must wait behind it (order) */
+    /* something queued (the provider refused the post btl_send tried): a
+     * tiny fragment must wait behind it (order) */
     opal_btl_usnic_send_frag_t *big = alloc_filled(&fx, ep, 1000, OWN, 0, &cb[0]);
+    fx.fail_count = 1;
     CHECK_EQ(fx_send(&fx, ep, big, 1), 0);
-    opal_btl_usnic_send_frag_t *tiny = alloc_filled(&fx, ep, 10, OWN, 1, &cb[1]);
-    CHECK_EQ(fx_send(&fx, ep, tiny, 2), 0); /* queued, so a callback will come */
     CHECK_EQ(fx.nposts, 0);
+    CHECK(big->queued);
+    opal_btl_usnic_send_frag_t *tiny = alloc_filled(&fx, ep, 10, OWN, 1, &cb[1]);
+    CHECK_EQ(fx_send(&fx, ep, tiny, 2), 0); /* queued, so a callback will come; both leave, in order */
+    CHECK_EQ(cb[0].calls + cb[1].calls, 0);
     opal_btl_usnic_engine_progress(&fx.eng);
     REQUIRE_EQ(fx.nposts, 2);
     CHECK_EQ(fx_post_hdr(&fx.posts[0])->tag, 1);
@@ -333,7 +337,7 @@ static void test_send_large_chunking(void)
         uint8_t *want = (uint8_t *) malloc(size);
         fx_fill(want, size, (uint32_t) size);
         size_t before = fx.nposts;
-        size_t large_free = fx_free_list_available(&fx.eng.large_frags);
+        size_t large_free = fx_free_list_available(&fx.eng.pool.large_frags);
         CHECK_EQ(fx_send(&fx, ep, frag, (uint8_t) (0x40 + i)), 0);
         opal_btl_usnic_engine_progress(&fx.eng);
         unsigned n = (unsigned) ((size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD);
@@ -345,7 +349,7 @@ static void test_send_large_chunking(void)
         next_seq += n;
         /* the callback once all bytes are copied into chunks; then the frag is free */
         ok = CHECK_EQ(cb.calls, 1) && ok;
-        ok = CHECK_EQ(fx_free_list_available(&fx.eng.large_frags), large_free + 1) && ok;
+        ok = CHECK_EQ(fx_free_list_available(&fx.eng.pool.large_frags), large_free + 1) && ok;
         ok = CHECK_EQ_U(fx.eng.stats.num_chunk_sends, next_seq - ISN) && ok;
         if (!ok) {
             fprintf(stderr, "  size %zu\n", size);
@@ -358,8 +362,8 @@ static void test_send_large_chunking(void)
 }
 
 /* btl_send of a chunked fragment posts its chunks from inside the call
- * (opal_btl_usnic_engine_send_now), but calls the PML back only from the
- * next progress pass */
+ * (opal_btl_usnic_btl_send calls opal_btl_usnic_engine_send_now), but
+ * calls the PML back only from the next progress pass */
 static void test_send_now_defers_callback(void)
 {
     fx_t fx;
@@ -371,10 +375,9 @@ static void test_send_now_defers_callback(void)
     opal_btl_usnic_send_frag_t *frag = alloc_filled(&fx, ep, size, OWN | ALWAYS, 77, &cb);
     REQUIRE(NULL != frag);
     CHECK_EQ(fx_send(&fx, ep, frag, 0x41), 0);
-    CHECK_EQ(fx.nposts, 0);
     unsigned n = (unsigned) ((size + FX_MAX_CHUNK_PAYLOAD - 1) / FX_MAX_CHUNK_PAYLOAD);
-    CHECK_EQ(opal_btl_usnic_engine_send_now(&fx.eng), (int) n);
     CHECK_EQ(fx.nposts, n);
+    CHECK_EQ(opal_btl_usnic_engine_send_now(&fx.eng), 0); /* nothing left */
     CHECK_EQ(cb.calls, 0); /* never from inside the PML's send call */
     CHECK(!fx.eng.defer_callbacks);
     uint8_t want[10000];
@@ -385,6 +388,86 @@ static void test_send_now_defers_callback(void)
     CHECK_EQ(cb.calls, 1);
     CHECK_EQ(fx.nposts, n); /* nothing sent twice */
     ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* btl_send posts what it queued before it returns (the send-now of
+ * btl_usnic_btl.c's usnic_send, which the fixture calls through the same
+ * glue, opal_btl_usnic_btl_send): a whole fragment too big for the
+ * priority channel, and the chunks of a large one.  A fixture that only
+ * submitted the descriptor, as its old copy of usnic_send did, posts
+ * nothing here until a progress pass. */
+static void test_btl_send_posts_queued_fragments_now(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    fx_cb_t cb[2];
+    memset(cb, 0, sizeof(cb));
+    opal_btl_usnic_send_frag_t *whole = alloc_filled(&fx, ep, FX_MAX_TINY_PAYLOAD + 1, OWN | ALWAYS, 1, &cb[0]);
+    CHECK_EQ(fx_send(&fx, ep, whole, 0x11), 0);
+    REQUIRE_EQ(fx.nposts, 1);
+    CHECK_EQ(fx.posts[0].channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->type, OPAL_BTL_USNIC_PKT_FRAG);
+    CHECK_EQ(fx_post_hdr(&fx.posts[0])->tag, 0x11);
+    CHECK_EQ(cb[0].calls, 0);
+    ack_and_complete_all(&fx, ep);
+    fx_progress(&fx);
+    CHECK_EQ(cb[0].calls, 1);
+    size_t size = 5 * FX_MAX_CHUNK_PAYLOAD + 7;
+    opal_btl_usnic_send_frag_t *large = alloc_filled(&fx, ep, size, OWN | ALWAYS, 2, &cb[1]);
+    CHECK_EQ(fx_send(&fx, ep, large, 0x12), 0);
+    CHECK_EQ(fx.nposts, 1 + 6);
+    uint8_t *want = (uint8_t *) malloc(size);
+    fx_fill(want, size, 2);
+    uint32_t id = opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[1].bytes)->frag_id);
+    CHECK(check_chunks(&fx, 1, fx.nposts, id, want, size, 0x12));
+    CHECK_EQ(cb[1].calls, 0);
+    CHECK_EQ(fx_progress(&fx), 0); /* nothing was left for progress */
+    CHECK_EQ(cb[1].calls, 1);
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    free(want);
+    fx_fini(&fx);
+}
+
+/* prepare_src of data that must be packed (a derived datatype): the glue
+ * copies it into the descriptor (small: behind the PML's header; large:
+ * into the fragment's buffer), so the user's buffer is free at once */
+static void test_send_prepare_src_packed(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
+    static const size_t sizes[] = {500, 5000};
+    const size_t reserve = 24;
+    for (size_t i = 0; i < 2; ++i) {
+        size_t size = sizes[i];
+        uint8_t *user = (uint8_t *) malloc(size), *want = (uint8_t *) malloc(reserve + size);
+        fx_fill(user, size, (uint32_t) i);
+        opal_btl_usnic_send_frag_t *frag = fx_prepare_src_packed(&fx, ep, reserve, user, size, OWN);
+        REQUIRE(NULL != frag);
+        memset(frag->segments[0].seg_addr.pval, 0x3c, reserve);
+        memset(want, 0x3c, reserve);
+        memcpy(want + reserve, user, size);
+        memset(user, 0, size); /* packed: the user's buffer is no longer read */
+        size_t before = fx.nposts;
+        CHECK_GE(fx_send(&fx, ep, frag, 5), 0); /* the small one is tiny: sent at once, no callback */
+        if (reserve + size <= FX_MAX_FRAG_PAYLOAD) {
+            CHECK_EQ(frag->base.des_segment_count, 1);
+            REQUIRE_EQ(fx.nposts, before + 1);
+            CHECK_EQ(fx.posts[before].len, FX_HDR + reserve + size);
+            CHECK_MEM(fx.posts[before].bytes + FX_HDR, want, reserve + size);
+        } else {
+            uint32_t id = opal_btl_usnic_host32(((opal_btl_usnic_chunk_hdr_t *) fx.posts[before].bytes)->frag_id);
+            CHECK(check_chunks(&fx, before, fx.nposts, id, want, reserve + size, 5));
+        }
+        ack_and_complete_all(&fx, ep);
+        fx_progress(&fx);
+        free(user);
+        free(want);
+    }
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -508,12 +591,11 @@ static void test_send_backpressure(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 300);
-    size_t chunks_full = fx_free_list_available(&fx.eng.chunk_segs);
+    size_t chunks_full = fx_free_list_available(&fx.eng.pool.chunk_segs);
     fx_cb_t cb_small;
     memset(&cb_small, 0, sizeof(cb_small));
+    fx.fail_count = 1; /* refuses the post btl_send tries before returning */
     CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, 3, &cb_small), 1), 0);
-    fx.fail_count = 1;
-    CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
     CHECK_EQ(fx.nposts, 0);
     CHECK_EQ_U(ep->tx.next_seq, ISN);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
@@ -533,17 +615,16 @@ static void test_send_backpressure(void)
     size_t before = fx.nposts;
     uint32_t seq0 = ep->tx.next_seq;
     opal_btl_usnic_send_frag_t *big = alloc_filled(&fx, ep, 10000, OWN, 5, &cb_mid);
-    CHECK_EQ(fx_send(&fx, ep, big, 3), 0);
     fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 2; /* two chunks per pass */
-    opal_btl_usnic_engine_progress(&fx.eng);
-    CHECK_EQ(fx.nposts - before, 2);
+    CHECK_EQ(fx_send(&fx, ep, big, 3), 0);
+    CHECK_EQ(fx.nposts - before, 2); /* btl_send posted what the credits allow */
     fx.fail_count = 1;
     fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] += 2;
     opal_btl_usnic_engine_progress(&fx.eng);
     CHECK_EQ(fx.nposts - before, 2);
     CHECK_EQ_U(ep->tx.next_seq, seq0 + 2);
     CHECK_EQ(big->offset, 2 * FX_MAX_CHUNK_PAYLOAD); /* not advanced by the refused chunk */
-    CHECK_EQ(fx_free_list_available(&fx.eng.chunk_segs), chunks_full - 2); /* refused chunk returned */
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.chunk_segs), chunks_full - 2); /* refused chunk returned */
     CHECK_EQ(cb_mid.calls, 0);
     fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 1024 - 2;
     opal_btl_usnic_engine_progress(&fx.eng);
@@ -572,11 +653,13 @@ static void test_send_credit_limited(void)
     for (int i = 0; i < 5; ++i) {
         CHECK_EQ(fx_send(&fx, ep, alloc_filled(&fx, ep, 1000, OWN, (uint32_t) i, NULL), 1), 0);
     }
-    for (int i = 0; i < 5; ++i) {
-        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
+    CHECK_EQ(fx.nposts, 1); /* btl_send posted the first, with the one credit */
+    for (int i = 1; i < 5; ++i) {
         CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 0);
         fx_complete_all(&fx);
+        CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
     }
+    fx_complete_all(&fx);
     CHECK_EQ(fx.nposts, 5);
     CHECK(check_seq_run(&fx, 0, 5, ISN));
     ack_and_complete_all(&fx, ep);
@@ -857,4 +940,5 @@ UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies
           UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),
           UNIT_TEST(test_send_interop_different_mtus), UNIT_TEST(test_send_now_defers_callback),
           UNIT_TEST(test_send_large_descriptor_sent_again),
-          UNIT_TEST(test_send_small_descriptor_sent_again_before_ack))
+          UNIT_TEST(test_send_small_descriptor_sent_again_before_ack),
+          UNIT_TEST(test_btl_send_posts_queued_fragments_now), UNIT_TEST(test_send_prepare_src_packed))

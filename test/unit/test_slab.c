@@ -196,9 +196,9 @@ static void test_engine_segments_carry_descriptors(void)
     opal_btl_usnic_send_seg_t *chunks[N], *acks[N];
     opal_btl_usnic_send_frag_t *smalls[N];
     for (int i = 0; i < N; ++i) {
-        chunks[i] = opal_btl_usnic_chunk_seg_alloc(&fx.eng);
-        acks[i] = opal_btl_usnic_ack_seg_alloc(&fx.eng);
-        smalls[i] = opal_btl_usnic_small_frag_alloc(&fx.eng);
+        chunks[i] = opal_btl_usnic_chunk_seg_alloc(&fx.eng.pool);
+        acks[i] = opal_btl_usnic_ack_seg_alloc(&fx.eng.pool);
+        smalls[i] = opal_btl_usnic_small_frag_alloc(&fx.eng.pool);
         REQUIRE(NULL != chunks[i] && NULL != acks[i] && NULL != smalls[i]);
         CHECK(desc_covers(&f, chunks[i]->desc, chunks[i]->buf, full));
         CHECK(desc_covers(&f, acks[i]->desc, acks[i]->buf, p.prefix + sizeof(opal_btl_usnic_hdr_t)));
@@ -216,12 +216,12 @@ static void test_engine_segments_carry_descriptors(void)
     CHECK_LE(regs_at_setup, 16); /* a few slabs, not one per segment */
     CHECK_GT(regs_at_setup, 0);
     copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-    opal_btl_usnic_seg_release_if_done(&fx.eng, copy);
+    opal_btl_usnic_seg_release_if_done(&fx.eng.pool, copy);
     for (int i = 0; i < N; ++i) {
         chunks[i]->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(&fx.eng, chunks[i]);
+        opal_btl_usnic_seg_release_if_done(&fx.eng.pool, chunks[i]);
         acks[i]->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(&fx.eng, acks[i]);
+        opal_btl_usnic_seg_release_if_done(&fx.eng.pool, acks[i]);
         opal_btl_usnic_frag_free(&fx.eng, smalls[i]);
     }
     fx_fini(&fx);

@@ -1,0 +1,77 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The receive side of the engine (btl_usnic_recv.c): validation,
+ * sequence classification, reassembly, in-order delivery to the PML, and
+ * the fast receive path.
+ */
+#ifndef OPAL_BTL_USNIC_RECV_H
+#define OPAL_BTL_USNIC_RECV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_seq.h"
+
+/* Where a received sequence number falls */
+typedef enum {
+    OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER, /* == next expected */
+    OPAL_BTL_USNIC_SEQ_NEW_OOO,      /* inside the window, beyond a hole */
+    OPAL_BTL_USNIC_SEQ_DUP,          /* inside the window, already received */
+    OPAL_BTL_USNIC_SEQ_OLD,          /* below the window: delivered long ago */
+    OPAL_BTL_USNIC_SEQ_TOO_NEW,      /* beyond the window */
+} opal_btl_usnic_seq_class_t;
+
+/* Pure classification of |seq| against |ep|'s receive window. */
+opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
+                                                       opal_btl_usnic_seq_t seq);
+
+/**
+ * Process one datagram (|len| bytes at |buf|, provider prefix skipped) that
+ * arrived on some channel.  Validates it, finds the sender through
+ * |lookup|, handles ACK information, accepts or drops the segment, delivers
+ * complete fragments to the PML and notes that an ACK is owed.  |buf| may be
+ * reused when this returns.  Never trusts a header field it did not check.
+ */
+typedef opal_btl_usnic_endpoint_t *(*opal_btl_usnic_lookup_fn_t)(opal_btl_usnic_engine_t *eng,
+                                                                 uint64_t sender);
+void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                 void *buf, size_t len);
+
+typedef enum {
+    OPAL_BTL_USNIC_FAST_DECLINED, /* not for the fast path: nothing changed, use recv_segment */
+    OPAL_BTL_USNIC_FAST_TAKEN,    /* delivered: call opal_btl_usnic_recv_fast_finish() later */
+    OPAL_BTL_USNIC_FAST_DROPPED,  /* not authentic, or a replay: dropped and counted */
+} opal_btl_usnic_fast_t;
+
+/**
+ * Fast receive path, step 1: if |buf| is a FRAG segment that is next in
+ * order (and its successor has not arrived), authenticate it and accept it
+ * exactly as opal_btl_usnic_recv_segment() would (the same accept, so the
+ * same ACK information taken, window mark, delivery to the PML, counters
+ * but num_fast_recvs, and ACK decision), except that the ACK is only
+ * decided, not scheduled (TAKEN: set *|ep_p|; the caller later calls
+ * opal_btl_usnic_recv_fast_finish()).
+ */
+opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
+                                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+/* What a receiver holds of one peer's stream (statistics: why a sender
+ * might wait) */
+typedef struct opal_btl_usnic_rx_state_t {
+    opal_btl_usnic_seq_t next_expected; /* the first sequence number not yet received */
+    uint32_t ahead;                     /* segments received beyond it */
+    uint32_t holes;                     /* missing sequence numbers below the highest received */
+    uint32_t held;                      /* complete fragments waiting for earlier ones */
+    uint32_t slots;                     /* reassembly slots in use */
+} opal_btl_usnic_rx_state_t;
+
+void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st);
+
+/* Fast receive path, step 2: the deferred bookkeeping, scheduling the
+ * ACK as step 1 decided. */
+void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                     void *buf);
+
+#endif /* OPAL_BTL_USNIC_RECV_H */

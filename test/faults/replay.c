@@ -38,7 +38,7 @@ typedef struct {
     uint16_t sport, dport;
     uint16_t len;  /* payload */
     int type;      /* segment type of the usnic header, -1 if none */
-    uint8_t bytes[1500];
+    uint8_t *bytes;  /* malloc'ed: any size a datagram can have (the socket wire's reach 65000) */
 } captured_t;
 
 static rawudp_ports_t ports;
@@ -57,7 +57,8 @@ static int is_data(const captured_t *c)
 /* Keeps the datagram |payload| (|len| bytes) from |sport| to |dport| */
 static int take(captured_t *c, const uint8_t *payload, size_t len, uint16_t sport, uint16_t dport)
 {
-    if (len > sizeof(c->bytes)) {
+    c->bytes = (uint8_t *) malloc(len > 0 ? len : 1);
+    if (NULL == c->bytes) {
         return 0;
     }
     memcpy(c->bytes, payload, len);
@@ -147,6 +148,9 @@ int main(int argc, char **argv)
     }
     printf("replay: total %ld datagrams (%ld data segments) in %d bursts\n", total, total_data, bursts);
     close(tx);
+    for (int i = 0; i < n; ++i) {
+        free(cap[i].bytes);
+    }
     free(cap);
     return (n > 0 && data > 0) ? 0 : 1;
 }

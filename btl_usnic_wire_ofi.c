@@ -378,26 +378,14 @@ static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_
     return len > module->caps.prefix + module->ofi->chan[rseg->channel].mtu;
 }
 
-/* Did the datagram come from where its claimed sender sends?  The claim
- * only picks the endpoint whose address to compare (the tag proves the
- * rest); datagrams too short to carry one, or from unknown senders, are
- * the engine's to count. */
+/* opal_btl_usnic_source_ok on what follows the provider's prefix (a
+ * datagram shorter than the prefix is counted by handle_recv) */
 static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg, size_t len,
                       fi_addr_t src)
 {
     size_t prefix = module->caps.prefix;
-    if (!module->caps.reports_source || len < prefix + sizeof(opal_btl_usnic_hdr_t)) {
-        return true;
-    }
-    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) (rseg->buf + prefix);
-    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, opal_btl_usnic_host64(hdr->sender));
-    if (NULL == ep || src == ep->peer_addr[rseg->channel]) {
-        return true;
-    }
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
-    return false;
+    return len < prefix ||
+           opal_btl_usnic_source_ok(module, rseg->channel, rseg->buf + prefix, len - prefix, (uint64_t) src);
 }
 
 static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)

@@ -372,12 +372,37 @@ static void tx_push(sock_channel_t *ch, opal_btl_usnic_endpoint_t *ep, opal_btl_
     ch->tx_bytes += seg->wire_len;
 }
 
+/* A datagram straight to the kernel, past an empty queue (ACKs and tiny
+ * messages: their latency path).  False if the kernel did not take it
+ * now; the queue then handles it and whatever error it was. */
+static bool send_direct(opal_btl_usnic_module_t *module, sock_channel_t *ch, opal_btl_usnic_endpoint_t *ep,
+                        opal_btl_usnic_send_seg_t *seg)
+{
+    sock_state_t *st = module->sock;
+    addr_unpack(ep->peer_addr[ch->index], &st->addrs[0]);
+    struct msghdr mh = {
+        .msg_name = &st->addrs[0],
+        .msg_namelen = sizeof(st->addrs[0]),
+        .msg_iov = st->iov,
+        .msg_iovlen = (size_t) seg_iov(seg, st->iov),
+    };
+    if (sendmsg(ch->fd, &mh, 0) < 0) {
+        return false;
+    }
+    opal_btl_usnic_seg_send_complete(&module->eng, seg);
+    return true;
+}
+
 static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
                      int channel)
 {
     sock_channel_t *ch = &module->sock->chan[channel];
     if (OPAL_UNLIKELY(ch->tx_count == ch->tx_cap)) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE; /* more posts than credits: not the engine's way */
+    }
+    if (OPAL_BTL_USNIC_PRIORITY_CHANNEL == channel && 0 == ch->tx_count && !ep->failed &&
+        send_direct(module, ch, ep, seg)) {
+        return OPAL_SUCCESS;
     }
     tx_push(ch, ep, seg);
     /* an offload send's worth queued (another datagram like this one
@@ -419,24 +444,6 @@ static void count_invalid(opal_btl_usnic_module_t *module)
     OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
 }
 
-/* Did a datagram claiming |hdr|'s sender come from where that sender
- * sends on this channel?  (See the ofi wire's source_ok.) */
-static bool source_ok(opal_btl_usnic_module_t *module, const sock_channel_t *ch, const uint8_t *buf, size_t len,
-                      uint64_t src)
-{
-    if (!module->caps.reports_source || len < sizeof(opal_btl_usnic_hdr_t)) {
-        return true;
-    }
-    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
-    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, opal_btl_usnic_host64(hdr->sender));
-    if (NULL == ep || src == ep->peer_addr[ch->index]) {
-        return true;
-    }
-    count_invalid(module);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
-    return false;
-}
-
 /* One datagram of a receive, to the engine */
 static void recv_datagram(opal_btl_usnic_module_t *module, sock_channel_t *ch, uint8_t *buf, size_t len,
                           uint64_t src)
@@ -444,7 +451,7 @@ static void recv_datagram(opal_btl_usnic_module_t *module, sock_channel_t *ch, u
     if (OPAL_UNLIKELY(len > ch->mtu)) {
         count_invalid(module);
         OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
-    } else if (OPAL_LIKELY(source_ok(module, ch, buf, len, src))) {
+    } else if (OPAL_LIKELY(opal_btl_usnic_source_ok(module, ch->index, buf, len, src))) {
         opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, buf, len);
     }
 }
@@ -553,7 +560,7 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         recv_datagram(module, ch, st->fast_buf, (size_t) len, src); /* counts it */
         return false;
     }
-    if (!source_ok(module, ch, st->fast_buf, (size_t) len, src)) {
+    if (!opal_btl_usnic_source_ok(module, ch->index, st->fast_buf, (size_t) len, src)) {
         return false; /* counted */
     }
     opal_btl_usnic_endpoint_t *ep = NULL;

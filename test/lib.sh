@@ -81,6 +81,8 @@ esac
 print_wire() {
     if [ ${#WIRE_ARGS[@]} -gt 0 ]; then
         echo "wire: $WIRE_NAME (${WIRE_ARGS[*]} on every usnic job)"
+    elif [ -n "${OMPI_MCA_btl_usnic_wire:-}" ]; then
+        echo "wire: $OMPI_MCA_btl_usnic_wire (OMPI_MCA_btl_usnic_wire in the environment of this host's ranks)"
     else
         echo "wire: default (USNIC_WIRE unset: no btl_usnic_wire given, the plugin's default applies)"
     fi

@@ -28,8 +28,9 @@
 # provider's interfaces); then the socket wire's own cases (segmentation
 # offload refused at run time by an LD_PRELOAD shim; two hosts over veth
 # pairs that cut GSO batches in software, MTU 1500 and 9000), and the
-# MPI, thread, dead-peer, duplication/reordering, PUT, 1% loss, two-host
-# and client suites again over the libfabric wire (btl_usnic_wire ofi).
+# MPI, thread, dead-peer, hostile-datagram, away, incast,
+# duplication/reordering, PUT, 1% loss, two-host and client suites again
+# over the libfabric wire (btl_usnic_wire ofi).
 # All traffic stays on loopback (the host's or the namespace's).
 #
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
@@ -199,6 +200,10 @@ run_suite "$W: MPI integration over usnic" env USNIC_WIRE=ofi BTL=usnic,self \
     MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
 run_suite "$W: MPI_THREAD_MULTIPLE stress" env USNIC_WIRE=ofi bash "$ROOT/test/mpi/run-threads-stress.sh"
 run_suite "$W: dead peer" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-deadpeer-test.sh"
+# these launch on this host only: the environment reaches the ranks
+run_suite "$W: hostile datagrams" env OMPI_MCA_btl_usnic_wire=ofi bash "$ROOT/test/faults/run-hostile-test.sh"
+run_suite "$W: a sender away from MPI" env OMPI_MCA_btl_usnic_wire=ofi bash "$ROOT/test/faults/run-away-test.sh"
+run_suite "$W: incast" env OMPI_MCA_btl_usnic_wire=ofi bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "$W: duplication and reordering" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "$W: PUT, one-sided, forged PUTs" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-put-tests.sh"
 run_suite "$W: UDP loss 1 percent" env USNIC_WIRE=ofi LOSS_RATES=1 bash "$ROOT/test/faults/run-loss-tests.sh"

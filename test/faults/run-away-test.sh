@@ -26,6 +26,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 source "$HERE/../report.sh"
 # shellcheck source=netns.sh
 source "$HERE/netns.sh"
+echo "wire: ${OMPI_MCA_btl_usnic_wire:-default} (OMPI_MCA_btl_usnic_wire)"
 mkdir -p "$BUILD/logs"
 if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/away" "$HERE/away.c" > "$BUILD/logs/away-build.log" 2>&1; then
     fail "build away" "mpicc failed" "$BUILD/logs/away-build.log"

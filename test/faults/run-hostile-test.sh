@@ -15,6 +15,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../lib.sh
 . "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
+print_wire
 BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 ROUNDS=${ROUNDS:-64}
 SOAK_SECONDS=${SOAK_SECONDS:-10}   # outlasts capture (<= 1.5 s) and the bursts

@@ -10,6 +10,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../lib.sh
 . "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
+print_wire
 BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 MAX_PERCENT=${MAX_PERCENT:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

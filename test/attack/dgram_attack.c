@@ -19,6 +19,9 @@
  *   splice      sends every genuine data segment again at once, its
  *               header (nonce and tag included) untouched, its payload
  *               changed
+ *   splice-late as splice, each copy sent LATE_MS after its genuine (a
+ *               copy that surely comes second, even when the kernel defers
+ *               the genuine's delivery or the genuine is lost and resent)
  *   cross-peer  sends every genuine data segment to another rank (same
  *               channel), from the same source port: a datagram of one
  *               pair replayed to another
@@ -63,9 +66,21 @@ typedef struct {
     uint64_t nonce;
 } answered_t;
 
+/* splice-late: copies waiting for their time, oldest first */
+#define LATE_MS 20.0
+#define LATE_SLOTS 1024
+typedef struct {
+    double due;
+    uint16_t sport, dport;
+    size_t len;
+    uint8_t bytes[1500];
+} late_copy_t;
+
 typedef struct {
     const char *mode;
     answered_t answered[ANSWERED_SLOTS];
+    late_copy_t late[LATE_SLOTS];
+    unsigned late_head, late_tail; /* ring: [head, tail) waiting */
     rawudp_ports_t ports;
     int raw;          /* raw socket (root modes), -1 otherwise */
     int own;          /* the attacker's own UDP socket */
@@ -159,7 +174,23 @@ static void splice(attacker_t *a, const uint8_t *g, size_t len, uint16_t sport, 
     for (size_t i = hl; i < len; ++i) {
         f[i] ^= 0x5a;
     }
-    send_raw(a, sport, dport, f, len);
+    if (0 != strcmp(a->mode, "splice-late")) {
+        send_raw(a, sport, dport, f, len);
+    } else if (a->late_tail - a->late_head < LATE_SLOTS) {
+        late_copy_t *c = &a->late[a->late_tail++ % LATE_SLOTS];
+        *c = (late_copy_t){.due = rawudp_now_ms() + LATE_MS, .sport = sport, .dport = dport, .len = len};
+        memcpy(c->bytes, f, len);
+    }
+}
+
+/* splice-late: sends the copies whose time has come */
+static void send_due_copies(attacker_t *a)
+{
+    double now = rawudp_now_ms();
+    while (a->late_head != a->late_tail && a->late[a->late_head % LATE_SLOTS].due <= now) {
+        const late_copy_t *c = &a->late[a->late_head++ % LATE_SLOTS];
+        send_raw(a, c->sport, c->dport, c->bytes, c->len);
+    }
 }
 
 /* To the same channel of the next rank that is neither sender nor receiver */
@@ -243,7 +274,7 @@ static void on_genuine(attacker_t *a, const uint8_t *g, size_t len, uint16_t spo
     } else if (0 == strcmp(a->mode, "feed") && counter) {
         ++a->seen;
         feed(a, g, sport, dport);
-    } else if (0 == strcmp(a->mode, "splice") && data) {
+    } else if (0 == strncmp(a->mode, "splice", 6) && data) {
         ++a->seen;
         splice(a, g, len, sport, dport);
     } else if (0 == strcmp(a->mode, "cross-peer") && data) {
@@ -266,7 +297,9 @@ static int sniff(attacker_t *a, double seconds)
     while (rawudp_now_ms() - t0 < 1e3 * seconds) {
         uint16_t sport, dport;
         size_t len;
-        const uint8_t *g = rawudp_next(rx, &a->ports, 50, &sport, &dport, &len);
+        send_due_copies(a);
+        int wait_ms = (a->late_head != a->late_tail) ? 1 : 50;
+        const uint8_t *g = rawudp_next(rx, &a->ports, wait_ms, &sport, &dport, &len);
         if (NULL != g) {
             on_genuine(a, g, len, sport, dport);
         }

@@ -71,7 +71,10 @@
  * sender id (a vpid, unique only inside one job) to the process name, so
  * that spawned and connected jobs can share a receiver; version 4 gave
  * explicit ACKs selective-ACK ranges (the 16 bits of the common header
- * cannot describe a lost batch of 44 datagrams).
+ * cannot describe a lost batch of 44 datagrams); version 5 starts each
+ * pair's stream at its own sequence number (the sender's modex ISN offset
+ * by the receiver's), where version 4 started all of a sender's streams at
+ * its one ISN.
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -81,7 +84,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    4
+#define OPAL_BTL_USNIC_PROTO_VERSION    5
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \

@@ -286,15 +286,28 @@ valgrind_case() {
         fail "$name" "valgrind missing and could not be installed"
         return
     fi
-    mkdir -p "$vgdir"
     # the children are spawned natively (argv[0] is the program, not
     # valgrind); only the parent, which holds the endpoints of every
-    # child, runs under valgrind
-    run_mpi 240 1 "$log" valgrind --leak-check=full --show-leak-kinds=definite \
-        --errors-for-leak-kinds=definite --keep-debuginfo=yes --num-callers=40 \
-        --suppressions="$ROOT/test/mpi/valgrind.supp" \
-        --log-file="$vgdir/vg.%p.log" "$BUILD_DIR/spawn" cycles "$VG_CYCLES"
-    rc=$?
+    # child, runs under valgrind.  Open MPI 4.1's runtime now and then
+    # leaves a child of this slow parent in PMIx_Init (seen 1 in ~20 runs,
+    # at the third spawn, with gdb: orte_init -> PMIx_Init, before any BTL
+    # is opened); a timeout while the next child has not started is
+    # retried once, and said so.
+    local attempt retried=""
+    for attempt in 1 2; do
+        rm -rf "$vgdir"
+        mkdir -p "$vgdir"
+        run_mpi 120 1 "$log" valgrind --leak-check=full --show-leak-kinds=definite \
+            --errors-for-leak-kinds=definite --keep-debuginfo=yes --num-callers=40 \
+            --suppressions="$ROOT/test/mpi/valgrind.supp" \
+            --log-file="$vgdir/vg.%p.log" "$BUILD_DIR/spawn" cycles "$VG_CYCLES"
+        rc=$?
+        [[ $rc -eq 124 && $attempt -eq 1 ]] || break
+        [[ $(grep -c 'child of cycles cycle [0-9]* started' "$log") -eq $(grep -c 'cycle [0-9]* checked' "$log") ]] || break
+        cp "$log" "$log.hung"
+        retried="; retried once: the first run's child $(($(grep -c 'cycle [0-9]* checked' "$log") + 1)) never got through MPI_Init (Open MPI runtime), log $log.hung"
+        echo "note: $name: a spawned child never started; retrying once (log $log.hung)"
+    done
     judge "$name" "$log" "$rc" "PASS spawn-cycles" || return
     nlogs=$(find "$vgdir" -name 'vg.*.log' | wc -l)
     if [ "$nlogs" -ne 1 ] || ! grep -q 'LEAK SUMMARY\|All heap blocks were freed' "$vgdir"/vg.*.log; then
@@ -309,7 +322,7 @@ valgrind_case() {
         fail "$name" "definitely lost / invalid access in btl_usnic" "$LOG_DIR/valgrind-findings.txt"
         return
     fi
-    ok "$name: no definitely lost block or invalid access in btl_usnic ($(grep -m1 -oE 'definitely lost: [0-9,]+ bytes in [0-9,]+ blocks' "$vgdir"/vg.*.log) elsewhere, Open MPI's own; $(elapsed "$start")s)"
+    ok "$name: no definitely lost block or invalid access in btl_usnic ($(grep -m1 -oE 'definitely lost: [0-9,]+ bytes in [0-9,]+ blocks' "$vgdir"/vg.*.log) elsewhere, Open MPI's own; $(elapsed "$start")s$retried)"
 }
 
 linger_case() {

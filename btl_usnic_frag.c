@@ -76,6 +76,7 @@ static int seg_attach_buffer(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_se
     }
     seg->buf = buf;
     seg->hdr = (opal_btl_usnic_hdr_t *) (buf + pool->prefix);
+    seg->capacity = (uint32_t) payload;
     seg->kind = kind;
     return OPAL_SUCCESS;
 }
@@ -95,13 +96,14 @@ static int ack_seg_init(opal_free_list_item_t *item, void *ctx)
 
 static int small_frag_init(opal_free_list_item_t *item, void *ctx)
 {
-    opal_btl_usnic_frag_pool_t *pool = (opal_btl_usnic_frag_pool_t *) ctx;
+    opal_btl_usnic_small_class_t *cls = (opal_btl_usnic_small_class_t *) ctx;
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
-    if (OPAL_SUCCESS != seg_attach_buffer(pool, &frag->seg, pool->mtu, OPAL_BTL_USNIC_SEG_SMALL)) {
+    if (OPAL_SUCCESS != seg_attach_buffer(cls->pool, &frag->seg, cls->datagram, OPAL_BTL_USNIC_SEG_SMALL)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     frag->seg.frag = frag;
     frag->kind = OPAL_BTL_USNIC_FRAG_SMALL;
+    frag->size_class = (uint8_t) (cls - cls->pool->small);
     return OPAL_SUCCESS;
 }
 
@@ -112,12 +114,39 @@ static int large_frag_init(opal_free_list_item_t *item, void *ctx)
     return OPAL_SUCCESS;
 }
 
-static int list_init(opal_btl_usnic_frag_pool_t *pool, opal_free_list_t *list, size_t elem_size,
-                     opal_class_t *cls, int initial, opal_free_list_item_init_fn_t init)
+static int list_init(void *ctx, opal_free_list_t *list, size_t elem_size, opal_class_t *cls, int initial,
+                     opal_free_list_item_init_fn_t init)
 {
     OBJ_CONSTRUCT(list, opal_free_list_t);
     return opal_free_list_init(list, elem_size, 64, cls, 0, 0, initial, -1, initial, NULL, 0, NULL,
-                               init, pool);
+                               init, ctx);
+}
+
+/* The classes' datagram sizes: 1, 4, 16 KiB ... below |mtu|, then |mtu| */
+static void small_classes_size(opal_btl_usnic_frag_pool_t *pool)
+{
+    int n = 0;
+    for (size_t size = OPAL_BTL_USNIC_SMALL_CLASS_MIN; size < pool->mtu && n < OPAL_BTL_USNIC_SMALL_CLASSES - 1;
+         size *= 4) {
+        pool->small[n++].datagram = size;
+    }
+    pool->small[n++].datagram = pool->mtu;
+    pool->num_small_classes = n;
+}
+
+static int small_classes_init(opal_btl_usnic_frag_pool_t *pool, int per)
+{
+    small_classes_size(pool);
+    int rc = OPAL_SUCCESS;
+    for (int i = 0; i < pool->num_small_classes && OPAL_SUCCESS == rc; ++i) {
+        opal_btl_usnic_small_class_t *cls = &pool->small[i];
+        cls->pool = pool;
+        /* most small messages are short: the larger classes start smaller */
+        int initial = (0 == i) ? per : (per / 4 < 16 ? 16 : per / 4);
+        rc = list_init(cls, &cls->frags, sizeof(opal_btl_usnic_send_frag_t), OBJ_CLASS(opal_btl_usnic_send_frag_t),
+                       initial, small_frag_init);
+    }
+    return rc;
 }
 
 int opal_btl_usnic_frag_lists_init(opal_btl_usnic_frag_pool_t *pool, const opal_btl_usnic_mem_ops_t *mem,
@@ -131,8 +160,7 @@ int opal_btl_usnic_frag_lists_init(opal_btl_usnic_frag_pool_t *pool, const opal_
     if (per < 16) {
         per = 16;
     }
-    int rc = list_init(pool, &pool->small_frags, sizeof(opal_btl_usnic_send_frag_t),
-                       OBJ_CLASS(opal_btl_usnic_send_frag_t), per, small_frag_init);
+    int rc = small_classes_init(pool, per);
     if (OPAL_SUCCESS == rc) {
         rc = list_init(pool, &pool->large_frags, sizeof(opal_btl_usnic_send_frag_t),
                        OBJ_CLASS(opal_btl_usnic_send_frag_t), per / 8, large_frag_init);
@@ -155,7 +183,9 @@ void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_frag_pool_t *pool)
         OBJ_DESTRUCT(&pool->ack_segs);
         OBJ_DESTRUCT(&pool->chunk_segs);
         OBJ_DESTRUCT(&pool->large_frags);
-        OBJ_DESTRUCT(&pool->small_frags);
+        for (int i = 0; i < pool->num_small_classes; ++i) {
+            OBJ_DESTRUCT(&pool->small[i].frags);
+        }
         pool->lists_ready = false;
     }
     opal_btl_usnic_slab_set_fini(&pool->slabs); /* after the lists: their items point into it */
@@ -180,9 +210,23 @@ static void frag_reset(opal_btl_usnic_send_frag_t *frag)
     frag->frag_id = 0;
 }
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool)
+static opal_btl_usnic_small_class_t *small_class_for(opal_btl_usnic_frag_pool_t *pool, size_t datagram_len)
 {
-    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&pool->small_frags);
+    for (int i = 0; i < pool->num_small_classes; ++i) {
+        if (datagram_len <= pool->small[i].datagram) {
+            return &pool->small[i];
+        }
+    }
+    return NULL;
+}
+
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t datagram_len)
+{
+    opal_btl_usnic_small_class_t *cls = small_class_for(pool, datagram_len);
+    if (NULL == cls) {
+        return NULL;
+    }
+    opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_free_list_get(&cls->frags);
     if (NULL == frag) {
         return NULL;
     }
@@ -249,7 +293,7 @@ void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t siz
 
 void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_frag_t *frag)
 {
-    opal_free_list_t *list = (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) ? &pool->small_frags
+    opal_free_list_t *list = (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) ? &pool->small[frag->size_class].frags
                                                                         : &pool->large_frags;
     opal_free_list_return(list, &frag->base.super);
 }

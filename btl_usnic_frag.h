@@ -8,7 +8,10 @@
  *  chunk:    a piece of a large fragment carried by one segment.
  *
  * A small fragment (fits one datagram) embeds its one segment, whose buffer
- * holds the copy of the data that is retransmitted until ACKed.  A large
+ * holds the copy of the data that is retransmitted until ACKed.  Its
+ * buffer comes in one of a few size classes (see
+ * opal_btl_usnic_small_frag_alloc), so that a small message waiting for
+ * its peer's window holds memory in proportion to its size.  A large
  * fragment borrows chunk segments from a free list, one per datagram; each
  * chunk segment holds its own copy of its bytes, so once the last chunk is
  * copied out the fragment no longer needs the user's buffer.  A PUT's
@@ -73,6 +76,7 @@ typedef struct opal_btl_usnic_send_seg_t {
     struct mca_btl_base_endpoint_t *ep;
     struct opal_btl_usnic_send_frag_t *frag; /* owning small frag, else NULL */
     uint8_t *buf;                         /* provider buffer (prefix first) */
+    uint32_t capacity;                    /* datagram bytes buf holds after the prefix */
     opal_btl_usnic_hdr_t *hdr;            /* buf + prefix */
     void *desc;                           /* registration descriptor of buf (NULL if none needed) */
     /* Gather sends: the last |ext_len| bytes of the datagram are not in
@@ -97,6 +101,7 @@ typedef struct opal_btl_usnic_send_frag_t {
     mca_btl_base_descriptor_t base;       /* free list item; endpoint send queue */
     mca_btl_base_segment_t segments[2];
     uint8_t kind;
+    uint8_t size_class;                   /* small fragments: index of the pool's class */
     bool owned_by_btl;                    /* set from des_flags or by btl_free */
     bool callback_pending;                /* PML wants its send callback */
     bool queued;                          /* on the endpoint's send queue */
@@ -132,13 +137,28 @@ static inline bool opal_btl_usnic_seg_is_free_to_recycle(const opal_btl_usnic_se
            !(seg->flags & (OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND));
 }
 
+/* Size classes of small fragments' buffers (datagram bytes, header
+ * included): 1, 4 and 16 KiB, then the whole datagram; a class not below
+ * the datagram size is left out (1472-byte datagrams: 1 KiB and 1472) */
+#define OPAL_BTL_USNIC_SMALL_CLASSES   4
+#define OPAL_BTL_USNIC_SMALL_CLASS_MIN 1024
+
+struct opal_btl_usnic_frag_pool_t;
+
+typedef struct opal_btl_usnic_small_class_t {
+    opal_free_list_t frags;
+    size_t datagram;                          /* bytes each buffer holds after the prefix */
+    struct opal_btl_usnic_frag_pool_t *pool; /* for the free list's item initializer */
+} opal_btl_usnic_small_class_t;
+
 /* Where fragments and segments come from and go back to: one pool per
  * engine (its |pool|) */
 typedef struct opal_btl_usnic_frag_pool_t {
     size_t prefix;                   /* provider prefix bytes before each header */
     size_t mtu;                      /* largest datagram: a segment buffer holds prefix + mtu */
     opal_btl_usnic_slab_set_t slabs; /* memory of every segment buffer (registered once per slab) */
-    opal_free_list_t small_frags;
+    opal_btl_usnic_small_class_t small[OPAL_BTL_USNIC_SMALL_CLASSES];
+    int num_small_classes;           /* the last one holds a whole datagram */
     opal_free_list_t large_frags;
     opal_free_list_t chunk_segs;
     opal_free_list_t ack_segs;
@@ -146,9 +166,10 @@ typedef struct opal_btl_usnic_frag_pool_t {
 } opal_btl_usnic_frag_pool_t;
 
 /**
- * Fill |pool|: free lists of small and large fragments, chunk and ACK
- * segments, as many items to start with as |send_depth| (the data
- * channel's send queue, at least 16; fewer large fragments and ACKs).
+ * Fill |pool|: free lists of small fragments (one per size class) and
+ * large ones, chunk and ACK segments, as many items to start with as
+ * |send_depth| (the data channel's send queue, at least 16; fewer of the
+ * larger small classes, large fragments and ACKs).
  * Segment buffers come from slabs registered through |mem| (NULL: the
  * provider needs no registration), cache-line aligned, each |prefix| +
  * |mtu| bytes.  Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
@@ -158,7 +179,12 @@ int opal_btl_usnic_frag_lists_init(opal_btl_usnic_frag_pool_t *pool, const opal_
 /* Free the lists, then their slabs; safe on a pool never filled */
 void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_frag_pool_t *pool);
 
-opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool);
+/**
+ * A small fragment whose buffer holds a datagram of |datagram_len| bytes
+ * (header included): from the smallest class that fits.  NULL if none
+ * fits (more than the pool's mtu) or no memory.
+ */
+opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t datagram_len);
 opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t pack_size);
 opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
 opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool);

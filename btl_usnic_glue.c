@@ -21,7 +21,7 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_frag_alloc(opal_btl_usnic_engine_t *e
 {
     opal_btl_usnic_send_frag_t *frag = NULL;
     if (size <= opal_btl_usnic_max_frag_payload(eng, ep)) {
-        frag = opal_btl_usnic_small_frag_alloc(&eng->pool);
+        frag = opal_btl_usnic_small_frag_alloc(&eng->pool, sizeof(opal_btl_usnic_hdr_t) + size);
         if (NULL != frag) {
             opal_btl_usnic_frag_init_small(frag, size, flags);
         }
@@ -60,7 +60,8 @@ void opal_btl_usnic_frag_free(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_
 static opal_btl_usnic_send_frag_t *prepare_small(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_source_t *src,
                                                  size_t reserve, size_t *size_p, uint32_t flags)
 {
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&eng->pool);
+    opal_btl_usnic_send_frag_t *frag =
+        opal_btl_usnic_small_frag_alloc(&eng->pool, sizeof(opal_btl_usnic_hdr_t) + reserve + *size_p);
     if (NULL == frag) {
         return NULL;
     }
@@ -141,7 +142,15 @@ int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
         return OPAL_ERR_RESOURCE_BUSY; /* the PML sends it the other way, or learns the peer failed */
     }
-    opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&eng->pool);
+    if (!opal_list_is_empty(&ep->tx.queue) || !opal_btl_usnic_endpoint_window_open(ep)) {
+        /* Now or never: queued here, every message of a sender that runs
+         * ahead of its receiver would wait in a buffer of ours, and the
+         * PML, told it was sent, would hand us the next one at once. */
+        OPAL_BTL_USNIC_STAT_INC(eng, num_sendi_refused);
+        return OPAL_ERR_RESOURCE_BUSY;
+    }
+    opal_btl_usnic_send_frag_t *frag =
+        opal_btl_usnic_small_frag_alloc(&eng->pool, sizeof(opal_btl_usnic_hdr_t) + header_size + payload_size);
     if (NULL == frag) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -154,6 +163,8 @@ int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
         src->take(src->ctx, payload + header_size, &size);
     }
     opal_btl_usnic_engine_set_time(eng, now);
-    opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + size);
+    if (!opal_btl_usnic_frag_submit_owned(ep, frag, tag, header_size + size)) {
+        (void) opal_btl_usnic_engine_send_now(eng); /* for the data channel: leave now */
+    }
     return OPAL_SUCCESS;
 }

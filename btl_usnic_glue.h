@@ -68,10 +68,13 @@ int opal_btl_usnic_btl_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
 /**
  * btl_sendi at engine time |now|: |header_size| bytes at |header| then
  * |payload_size| bytes of |src| in one small fragment the BTL owns, sent
- * at once or queued, with no callback.  OPAL_SUCCESS;
- * OPAL_ERR_RESOURCE_BUSY if it does not fit one datagram toward |ep| or
- * |ep| failed (the PML then uses btl_send); OPAL_ERR_OUT_OF_RESOURCE when
- * no fragment is free.
+ * at once (queued only for want of a send credit), with no callback.
+ * OPAL_SUCCESS; OPAL_ERR_RESOURCE_BUSY if it does not fit one datagram
+ * toward |ep|, |ep| failed, or |ep| cannot take it now (its window is
+ * full or fragments wait before it): the PML then sends it through a
+ * request that completes when its fragment leaves (btl_send), so a
+ * sender ahead of its receiver waits instead of piling up messages in
+ * our buffers; OPAL_ERR_OUT_OF_RESOURCE when no fragment is free.
  */
 int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const void *header,
                              size_t header_size, const opal_btl_usnic_source_t *src, size_t payload_size,

@@ -281,7 +281,8 @@ static bool small_seg_busy(const opal_btl_usnic_send_frag_t *frag)
  * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE (the caller retries). */
 static int submit_copy(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag, uint8_t tag)
 {
-    opal_btl_usnic_send_frag_t *copy = opal_btl_usnic_small_frag_alloc(&ep->eng->pool);
+    opal_btl_usnic_send_frag_t *copy =
+        opal_btl_usnic_small_frag_alloc(&ep->eng->pool, sizeof(opal_btl_usnic_hdr_t) + frag->total_len);
     if (NULL == copy) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -343,7 +344,7 @@ int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sen
     return 0;
 }
 
-void opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
+bool opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
                                       size_t len)
 {
     opal_btl_usnic_frag_init_small(frag, len, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
@@ -352,9 +353,11 @@ void opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_us
     frag->owned_by_btl = true;
     frag->total_len = len;
     OPAL_BTL_USNIC_STAT_INC(ep->eng, pml_module_sends);
-    if (!opal_btl_usnic_send_fast(ep, frag)) {
-        opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    if (opal_btl_usnic_send_fast(ep, frag)) {
+        return true;
     }
+    opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
+    return false;
 }
 
 void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)

@@ -35,8 +35,9 @@ int opal_btl_usnic_frag_submit(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sen
 /**
  * Send a small fragment the BTL owns whose first |len| payload bytes are
  * filled (btl_sendi): at once if possible, else queued.  No PML callback.
+ * Returns true if it left at once.
  */
-void opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
+bool opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag,
                                       size_t len);
 
 /**

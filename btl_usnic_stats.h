@@ -69,6 +69,7 @@
     X(max_sent_window,      "High-water mark of un-ACKed segments to one peer") \
     X(pml_module_sends,     "Fragments handed to the BTL by the PML") \
     X(pml_send_callbacks,   "Send completion callbacks made to the PML") \
+    X(num_sendi_refused,    "Immediate sends (sendi) refused because the peer's window was full or fragments were queued to it: the PML sent them through a request instead") \
     X(num_resubmit_copies,  "Descriptors sent again while their last send was un-ACKed (sent as a copy)") \
     X(num_cq_overruns,      "Completion queue overruns the provider reported (completions lost: should never happen, the queues are sized for every posted operation)") \
     X(num_puts,             "PUT operations started by the PML") \

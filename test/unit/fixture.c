@@ -649,16 +649,42 @@ size_t fx_free_list_allocated(const opal_free_list_t *list)
     return list->fl_num_allocated;
 }
 
+size_t fx_small_frags_available(fx_t *fx)
+{
+    size_t n = 0;
+    for (int i = 0; i < fx->eng.pool.num_small_classes; ++i) {
+        n += fx_free_list_available(&fx->eng.pool.small[i].frags);
+    }
+    return n;
+}
+
+size_t fx_pool_lists(opal_btl_usnic_frag_pool_t *pool, opal_free_list_t **lists, const char **names)
+{
+    static const char *small_names[] = {"small_frags[0]", "small_frags[1]", "small_frags[2]", "small_frags[3]"};
+    size_t n = 0;
+    for (int i = 0; i < pool->num_small_classes; ++i) {
+        names[n] = small_names[i];
+        lists[n++] = &pool->small[i].frags;
+    }
+    names[n] = "large_frags";
+    lists[n++] = &pool->large_frags;
+    names[n] = "chunk_segs";
+    lists[n++] = &pool->chunk_segs;
+    names[n] = "ack_segs";
+    lists[n++] = &pool->ack_segs;
+    return n;
+}
+
 bool fx_all_recycled(fx_t *fx)
 {
-    opal_free_list_t *lists[] = {&fx->eng.pool.small_frags, &fx->eng.pool.large_frags, &fx->eng.pool.chunk_segs,
-                                 &fx->eng.pool.ack_segs};
+    opal_free_list_t *lists[FX_POOL_LISTS];
+    const char *names[FX_POOL_LISTS];
+    size_t n = fx_pool_lists(&fx->eng.pool, lists, names);
     bool ok = true;
-    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); ++i) {
+    for (size_t i = 0; i < n; ++i) {
         size_t avail = fx_free_list_available(lists[i]);
         size_t total = fx_free_list_allocated(lists[i]);
         if (avail != total) {
-            static const char *names[] = {"small_frags", "large_frags", "chunk_segs", "ack_segs"};
             fprintf(stderr, "  free list %s: %zu of %zu items back\n", names[i], avail, total);
             ok = false;
         }

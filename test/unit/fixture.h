@@ -232,6 +232,11 @@ void fx_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep, mc
 /* Free-list accounting: items currently on |list|, and items it ever allocated */
 size_t fx_free_list_available(opal_free_list_t *list);
 size_t fx_free_list_allocated(const opal_free_list_t *list);
+/* Small fragments of every size class on their free lists */
+size_t fx_small_frags_available(fx_t *fx);
+/* Every free list of |pool| with its name; returns how many (at most FX_POOL_LISTS) */
+#define FX_POOL_LISTS (OPAL_BTL_USNIC_SMALL_CLASSES + 3)
+size_t fx_pool_lists(opal_btl_usnic_frag_pool_t *pool, opal_free_list_t **lists, const char **names);
 /* Every fragment and segment of the engine is back on its free list */
 bool fx_all_recycled(fx_t *fx);
 

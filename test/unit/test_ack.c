@@ -50,7 +50,7 @@ static bool same_but_flags(const fx_post_t *resend, const fx_post_t *first, uint
 
 static size_t small_avail(fx_t *fx)
 {
-    return fx_free_list_available(&fx->eng.pool.small_frags);
+    return fx_small_frags_available(fx);
 }
 
 /* ---------------- sender: ACK processing ---------------- */
@@ -288,7 +288,7 @@ static void test_ack_before_send_completion(void)
     CHECK_EQ(small_avail(&fx), full_small - 1);                          /* still held */
     CHECK_EQ(fx_free_list_available(&fx.eng.pool.chunk_segs), full_chunks - 3); /* still held */
     /* a new allocation cannot get the held segment */
-    opal_btl_usnic_send_frag_t *other = opal_btl_usnic_small_frag_alloc(&fx.eng.pool);
+    opal_btl_usnic_send_frag_t *other = opal_btl_usnic_small_frag_alloc(&fx.eng.pool, segs[0]->wire_len);
     CHECK_PTR_NE(&other->seg, segs[0]);
     opal_btl_usnic_frag_return(&fx.eng.pool, other);
 

@@ -592,14 +592,17 @@ static void submit(side_t *s, int k)
     if (PATH_SENDI == path && t->size > ep->max_frag_payload) {
         path = PATH_OWNED;
     }
-    opal_btl_usnic_send_frag_t *frag = NULL;
-    switch (path) {
-    case PATH_SENDI: {
+    if (PATH_SENDI == path) {
         size_t h = t->size < 16 ? t->size : 16;
         t->rc = fx_sendi(fx, ep, t->want, h, t->want + h, t->size - h, tag);
         t->expect_callback = false;
-        return;
+        if (OPAL_ERR_RESOURCE_BUSY != t->rc) {
+            return;
+        }
+        path = PATH_PREPARE; /* refused (window full, fragments queued): ob1's request path */
     }
+    opal_btl_usnic_send_frag_t *frag = NULL;
+    switch (path) {
     case PATH_PREPARE: {
         size_t reserve = t->size < 8 ? t->size : 8;
         t->user = (uint8_t *) malloc(t->size - reserve + 1);
@@ -1061,8 +1064,10 @@ static sim_result_t run_case(const sim_case_t *c)
             fire_completions(s, UINT64_MAX);
             opal_btl_usnic_engine_t *eng = &s->fx.eng;
             size_t out = 0;
-            opal_free_list_t *lists[] = {&eng->pool.small_frags, &eng->pool.large_frags, &eng->pool.chunk_segs, &eng->pool.ack_segs};
-            for (size_t l = 0; l < 4; ++l) {
+            opal_free_list_t *lists[FX_POOL_LISTS];
+            const char *names[FX_POOL_LISTS];
+            size_t nlists = fx_pool_lists(&eng->pool, lists, names);
+            for (size_t l = 0; l < nlists; ++l) {
                 out += fx_free_list_allocated(lists[l]) - fx_free_list_available(lists[l]);
             }
             if (out > 0) {

@@ -630,7 +630,7 @@ static void test_sack_only_cumulative_releases(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, PEER_ISN);
-    size_t full = fx_free_list_available(&fx.eng.pool.small_frags);
+    size_t full = fx_small_frags_available(&fx);
     opal_btl_usnic_send_seg_t *segs[10];
     FX_SEND_TINY(&fx, ep, 10, segs);
     /* ISN+8, ISN+9 not yet completed by the provider */
@@ -641,7 +641,7 @@ static void test_sack_only_cumulative_releases(void)
     rx_sack(&fx, ISN - 1, r, 2);
     CHECK(sacked_exactly(segs, 10, BITS(1, 4) | BITS(7, 3)));
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 10);
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 10);
+    CHECK_EQ(fx_small_frags_available(&fx), full - 10);
     for (int i = 0; i < 10; ++i) {
         CHECK(FX_FLAG(segs[i], IN_WINDOW) && !FX_FLAG(segs[i], ACKED));
         CHECK_PTR_EQ(ep->tx.sent[(ISN + i) % 32], segs[i]);
@@ -653,14 +653,14 @@ static void test_sack_only_cumulative_releases(void)
     /* a cumulative ACK to ISN+4 releases ISN..ISN+4, held ones included */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 5);
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 5);
+    CHECK_EQ(fx_small_frags_available(&fx), full - 5);
     CHECK(FX_FLAG(segs[7], SACKED) && FX_FLAG(segs[8], SACKED) && FX_FLAG(segs[9], SACKED));
     /* to the end: ISN+8 and ISN+9 wait for their completions */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 9);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 2);
+    CHECK_EQ(fx_small_frags_available(&fx), full - 2);
     fx_complete_all(&fx);
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full);
+    CHECK_EQ(fx_small_frags_available(&fx), full);
     CHECK(fx_timers_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     /* a recycled segment starts clean: no SACKED left on its next send */

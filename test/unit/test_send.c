@@ -218,17 +218,17 @@ static void test_send_fast_path_ack_before_callback(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, ISN, 300);
-    size_t full = fx_free_list_available(&fx.eng.pool.small_frags);
+    size_t full = fx_small_frags_available(&fx);
     fx_cb_t cb;
     memset(&cb, 0, sizeof(cb));
     opal_btl_usnic_send_frag_t *f = alloc_filled(&fx, ep, 50, OWN | ALWAYS, 2, &cb);
     CHECK_EQ(fx_send(&fx, ep, f, 1), 0);
     ack_and_complete_all(&fx, ep);
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full - 1);
+    CHECK_EQ(fx_small_frags_available(&fx), full - 1);
     CHECK_EQ(cb.calls, 0);
     opal_btl_usnic_engine_progress(&fx.eng);
     CHECK_EQ(cb.calls, 1);
-    CHECK_EQ(fx_free_list_available(&fx.eng.pool.small_frags), full);
+    CHECK_EQ(fx_small_frags_available(&fx), full);
     fx_fini(&fx);
 }
 
@@ -312,6 +312,63 @@ static void test_send_sendi(void)
     CHECK_MEM(fx.posts[0].bytes + FX_HDR, want, 120);
     CHECK_MEM(fx.posts[1].bytes + FX_HDR, want, 1420);
     CHECK_EQ(fx.posts[1].len, FX_HDR + 1420);
+    ack_and_complete_all(&fx, ep);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* sendi sends now or not at all: with the window full it refuses (the PML
+ * then sends through a request that completes when the fragment leaves),
+ * so a sender ahead of its receiver cannot pile up messages in our
+ * buffers; refused too while fragments wait before it, which keeps the
+ * order; it takes messages again once an ACK opens the window */
+static void test_send_sendi_refused_when_the_peer_cannot_take_it_now(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, 300);
+    uint8_t hdr[14], payload[40];
+    fx_fill(hdr, sizeof(hdr), 1);
+    fx_fill(payload, sizeof(payload), 2);
+    for (int i = 0; i < 4; ++i) {
+        CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), payload, sizeof(payload), (uint8_t) i), OPAL_SUCCESS);
+    }
+    CHECK_EQ(fx.nposts, 4);
+    CHECK(!opal_btl_usnic_endpoint_window_open(ep));
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), payload, sizeof(payload), 4), OPAL_ERR_RESOURCE_BUSY);
+    CHECK_EQ_U(fx.eng.stats.num_sendi_refused, 1);
+    CHECK(opal_list_is_empty(&ep->tx.queue)); /* nothing held for it */
+
+    /* the PML's request path: queued behind the full window */
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.fx = &fx;
+    opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, sizeof(payload), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP |
+                                                                             MCA_BTL_DES_SEND_ALWAYS_CALLBACK);
+    REQUIRE(NULL != frag);
+    memcpy(frag->segments[0].seg_addr.pval, payload, sizeof(payload));
+    fx_set_callback(frag, &cb);
+    CHECK_EQ(fx_send(&fx, ep, frag, 4), 0);
+    CHECK_EQ(cb.calls, 0); /* it waits for the window, and so does the PML's request */
+
+    /* an ACK opens the window, but a fragment still waits before sendi's */
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* the first segment */
+    CHECK(opal_btl_usnic_endpoint_window_open(ep));
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), payload, sizeof(payload), 5), OPAL_ERR_RESOURCE_BUSY);
+    CHECK_EQ_U(fx.eng.stats.num_sendi_refused, 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1);
+    CHECK_EQ(fx.nposts, 5);
+    CHECK(!opal_btl_usnic_endpoint_window_open(ep));
+
+    /* room again and nothing queued: sendi takes it, in order */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), payload, sizeof(payload), 5), OPAL_SUCCESS);
+    REQUIRE_EQ(fx.nposts, 6);
+    for (int i = 0; i < 6; ++i) {
+        CHECK_EQ(fx_post_hdr(&fx.posts[i])->tag, i);
+    }
     ack_and_complete_all(&fx, ep);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
@@ -934,7 +991,8 @@ static void test_send_small_descriptor_sent_again_before_ack(void)
 
 UNIT_MAIN(UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
           UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
-          UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi), UNIT_TEST(test_send_large_chunking),
+          UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi),
+          UNIT_TEST(test_send_sendi_refused_when_the_peer_cannot_take_it_now), UNIT_TEST(test_send_large_chunking),
           UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
           UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
           UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),

@@ -198,7 +198,7 @@ static void test_engine_segments_carry_descriptors(void)
     for (int i = 0; i < N; ++i) {
         chunks[i] = opal_btl_usnic_chunk_seg_alloc(&fx.eng.pool);
         acks[i] = opal_btl_usnic_ack_seg_alloc(&fx.eng.pool);
-        smalls[i] = opal_btl_usnic_small_frag_alloc(&fx.eng.pool);
+        smalls[i] = opal_btl_usnic_small_frag_alloc(&fx.eng.pool, p.mtu);
         REQUIRE(NULL != chunks[i] && NULL != acks[i] && NULL != smalls[i]);
         CHECK(desc_covers(&f, chunks[i]->desc, chunks[i]->buf, full));
         CHECK(desc_covers(&f, acks[i]->desc, acks[i]->buf, p.prefix + sizeof(opal_btl_usnic_hdr_t)));

@@ -1,0 +1,134 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The fragment pool (btl_usnic_frag.c): small fragments come in buffer
+ * size classes, each allocation from the smallest class that fits, each
+ * fragment back to its own class, and small messages held while a peer's
+ * window is full cost memory in proportion to their size, not a whole
+ * datagram (what made a stream of small sends to a slower receiver over
+ * 65000-byte datagrams grow by 65 KB a message).
+ */
+#include "fixture.h"
+#include "unit.h"
+
+#define PEER 1
+#define ISN 500u
+
+static void init_with_mtu(fx_t *fx, size_t mtu)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.mtu = mtu;
+    fx_init(fx, &p);
+}
+
+/* Bytes of every slab the pool carved buffers from */
+static size_t slab_bytes(const opal_btl_usnic_frag_pool_t *pool)
+{
+    size_t n = 0;
+    for (int i = 0; i < pool->slabs.num_slabs; ++i) {
+        n += pool->slabs.slabs[i].len;
+    }
+    return n;
+}
+
+static void test_frag_classes_follow_the_datagram_size(void)
+{
+    static const struct {
+        size_t mtu;
+        int n;
+        size_t sizes[OPAL_BTL_USNIC_SMALL_CLASSES];
+    } cases[] = {
+        {65000, 4, {1024, 4096, 16384, 65000}},
+        {8972, 3, {1024, 4096, 8972}},
+        {4096, 2, {1024, 4096}},
+        {1472, 2, {1024, 1472}},
+        {1024, 1, {1024}},
+        {600, 1, {600}},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+        fx_t fx;
+        init_with_mtu(&fx, cases[c].mtu);
+        REQUIRE_EQ(fx.eng.pool.num_small_classes, cases[c].n);
+        for (int i = 0; i < cases[c].n; ++i) {
+            CHECK_EQ(fx.eng.pool.small[i].datagram, cases[c].sizes[i]);
+        }
+        fx_fini(&fx);
+    }
+}
+
+static void test_frag_alloc_takes_the_smallest_class_that_fits(void)
+{
+    fx_t fx;
+    init_with_mtu(&fx, 65000);
+    static const struct {
+        size_t len;
+        uint32_t capacity;
+    } cases[] = {{1, 1024}, {FX_HDR, 1024}, {1024, 1024}, {1025, 4096}, {4096, 4096},
+                 {4097, 16384}, {16385, 65000}, {65000, 65000}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+        opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_small_frag_alloc(&fx.eng.pool, cases[c].len);
+        REQUIRE(NULL != frag);
+        CHECK_EQ(frag->seg.capacity, cases[c].capacity);
+        CHECK_EQ(fx.eng.pool.small[frag->size_class].datagram, cases[c].capacity);
+        memset(frag->seg.hdr, 0xa5, cases[c].len); /* ASan: the whole datagram fits its buffer */
+        frag->seg.flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_frag_free(&fx.eng, frag);
+    }
+    CHECK(NULL == opal_btl_usnic_small_frag_alloc(&fx.eng.pool, 65001));
+    CHECK(fx_all_recycled(&fx)); /* each went back to its own class */
+    fx_fini(&fx);
+}
+
+/* The BTL entry points size the buffer by what the PML asks for */
+static void test_frag_entry_points_size_buffers_by_request(void)
+{
+    fx_t fx;
+    init_with_mtu(&fx, 65000);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, 100);
+    opal_btl_usnic_send_frag_t *a = fx_alloc(&fx, ep, 60, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    opal_btl_usnic_send_frag_t *b = fx_alloc(&fx, ep, 3000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    uint8_t user[20000];
+    fx_fill(user, sizeof(user), 3);
+    opal_btl_usnic_send_frag_t *c = fx_prepare_src(&fx, ep, 14, user, sizeof(user), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    REQUIRE(NULL != a && NULL != b && NULL != c);
+    CHECK_EQ(a->seg.capacity, 1024);
+    CHECK_EQ(b->seg.capacity, 4096);
+    CHECK_EQ(c->seg.capacity, 65000);
+    fx_free(&fx, a);
+    fx_free(&fx, b);
+    fx_free(&fx, c);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* 4000 small messages queued behind a full window (a sender far ahead of
+ * its receiver, through btl_send as ob1's request path does) hold about
+ * 1 KiB each, not 65000 bytes: under 16 MB where whole datagrams would be
+ * 260 MB */
+static void test_frag_queued_small_messages_cost_their_size(void)
+{
+    fx_t fx;
+    init_with_mtu(&fx, 65000);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, 100);
+    size_t before = slab_bytes(&fx.eng.pool);
+    enum { N = 4000 };
+    uint8_t msg[60];
+    for (int i = 0; i < N; ++i) {
+        fx_fill(msg, sizeof(msg), (uint32_t) i);
+        opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, sizeof(msg), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+        REQUIRE(NULL != frag);
+        memcpy(frag->segments[0].seg_addr.pval, msg, sizeof(msg));
+        CHECK_GE(fx_send(&fx, ep, frag, 3), 0);
+    }
+    CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 32);
+    size_t grown = slab_bytes(&fx.eng.pool) - before;
+    CHECK_LT(grown, (size_t) 16 << 20);
+    CHECK_GT(grown, (size_t) N * 1024 / 2); /* they do hold their copies */
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_frag_classes_follow_the_datagram_size),
+          UNIT_TEST(test_frag_alloc_takes_the_smallest_class_that_fits),
+          UNIT_TEST(test_frag_entry_points_size_buffers_by_request),
+          UNIT_TEST(test_frag_queued_small_messages_cost_their_size))

@@ -59,6 +59,9 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
                                    datagrams on the network; for messages and statistics) */
     uint8_t wire_flags;         /* OPAL_BTL_USNIC_WIRE_FLAG_*: what its wire does, for messages */
     uint16_t reserved;
+    uint64_t rx_capacity;       /* what our receive side holds, in bytes of its charge */
+    opal_btl_usnic_charge_t rx_charge; /* what one datagram costs of it, by size (btl_usnic_charge.h):
+                                   senders count what they have in flight to us with it */
 } opal_btl_usnic_modex_t;
 
 #define OPAL_BTL_USNIC_WIRE_FLAG_GSO 0x01 /* sends batches with UDP segmentation offload */
@@ -328,7 +331,14 @@ static inline size_t opal_btl_usnic_datagram_cap(size_t mtu)
     return (cap > 0 && (size_t) cap < mtu) ? (size_t) cap : mtu;
 }
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
-long opal_btl_usnic_kernel_rmem_default(void);
+/**
+ * What this kernel charges a UDP socket's receive buffer for one datagram
+ * of each size class up to |mtu| (btl_usnic_charge.h; larger classes: the
+ * charge of |mtu|), measured on a scratch socket bound to |ipv4| (network
+ * order); off loopback never less than a NIC's half-page buffer.  Sizes it
+ * cannot measure are estimated.  Returns how many classes it measured.
+ */
+int opal_btl_usnic_kernel_charges(uint32_t ipv4, size_t mtu, opal_btl_usnic_charge_t *table);
 /* Our UDP socket bound to |ipv4|:|port| (network order address, host
  * order port), found among our descriptors; -1 if none (hardware providers). */
 int opal_btl_usnic_socket_fd(uint32_t ipv4, uint16_t port);

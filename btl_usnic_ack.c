@@ -12,16 +12,24 @@
  * (the smaller of the two published in the modex), so anything the sender
  * may send fits the receiver's bitmap.
  *
- * Grants.  Every ACK also carries a credit: the sender may have at most
- * min(window, credit) segments un-ACKed.  The receiver computes it when the
- * ACK leaves: its receive capacity (what the kernel socket buffer holds
- * between two progress passes on udp, the posted buffers on OS-bypass
- * NICs) minus the buffers it is still processing (not yet re-posted: seed
- * 004 granted credits on receipt and overran its receiver), shared evenly
- * among the peers that sent it data in the current or the previous epoch
- * (1 ms), never below OPAL_BTL_USNIC_MIN_GRANT.  Until the first grant the
- * sender uses the whole window.  So N senders into one receiver keep their
- * sum inside its buffer instead of N windows overflowing it.
+ * Grants.  Every ACK also carries a credit: what the segments the sender
+ * has un-ACKed past it may cost the receiver, in KiB of its charge
+ * (btl_usnic_charge.h: a kernel socket charges a small datagram 832 bytes
+ * and one of 65000 bytes 65832; a posted buffer is one datagram whatever
+ * its size).  The sender counts each segment with the receiver's table
+ * from the modex and stays inside both its window and the credit, so
+ * small messages get thousands in flight where large ones get tens.  The
+ * receiver computes the credit when the ACK leaves: half its receive
+ * capacity (what its sockets hold between two progress passes, or its
+ * posted buffers) minus the buffers it is still processing (not yet
+ * re-posted: seed 004 granted credits on receipt and overran its
+ * receiver), shared evenly among the peers that sent it data in the
+ * current or the previous epoch (1 ms), never below OPAL_BTL_USNIC_MIN_GRANT
+ * of its largest datagrams; the other half takes the first bursts of
+ * senders not counted yet.  Until the first grant the sender may have a
+ * quarter of the published capacity in flight.  So N senders into one
+ * receiver keep their sum inside its buffer instead of N windows
+ * overflowing it.
  *
  * ACKs are cumulative: "I have everything <= ack_seq".  Every data segment
  * carries the current ACK, so that the loss of explicit ACKs (which travel
@@ -36,9 +44,9 @@
  * urgent (next tick) when a duplicate or an old segment arrives (our
  * previous ACK was probably lost), when the segment asks for it
  * (ACK_SOON: the last segment of a PUT, whose completion waits for it),
- * and when half of the window, or half of the last grant, has been
- * received without an ACK (so the sender's window never closes for want
- * of one).
+ * and when half of the window, or segments costing half of the last
+ * grant, have been received without an ACK (so the sender's window never
+ * closes for want of one).
  *
  * Timers.  Every (re)posted segment gets a deadline: its send time plus
  * the endpoint's RTO, doubled per timeout since the endpoint's ACK last
@@ -460,12 +468,18 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
     }
 }
 
-/* The receiver's grant rides with every ACK that is not stale.  At least
- * one segment: with nothing in flight the window must stay open, or no ACK
- * would ever come to open it. */
+/* The receiver's grant rides with every ACK that is not stale (in
+ * credit units; with nothing in flight one datagram goes whatever it
+ * says, opal_btl_usnic_endpoint_room_for) */
 static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
 {
-    ep->tx.peer_credit = (credit > 0) ? credit : 1;
+    ep->tx.peer_credit = (uint64_t) credit * OPAL_BTL_USNIC_CREDIT_UNIT;
+}
+
+/* |seg| left the window: it no longer costs the receiver */
+static void charge_release(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_seg_t *seg)
+{
+    ep->tx.in_flight_charge -= (seg->charge < ep->tx.in_flight_charge) ? seg->charge : ep->tx.in_flight_charge;
 }
 
 bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -505,10 +519,14 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
         ep->tx.sent[s % ep->window] = NULL;
         if (NULL != seg) {
+            charge_release(ep, seg);
             seg_acked(eng, ep, seg);
         }
     }
     ep->tx.acked_seq = ack_seq;
+    if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
+        ep->tx.in_flight_charge = 0;
+    }
     ep->tx.dup_acks = 0;
     after_ack_advance(eng, ep);
     sack_repair(eng, ep, sack);
@@ -655,10 +673,12 @@ void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_
     }
 }
 
-uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+uint64_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
 {
+    (void) ep;
+    uint64_t most = (uint64_t) UINT16_MAX * OPAL_BTL_USNIC_CREDIT_UNIT;
     if (0 == eng->p.rx_capacity) {
-        return ep->window;
+        return most; /* unknown: the window alone limits */
     }
     rx_epoch_roll(eng);
     uint32_t senders = (eng->rx_senders_now > eng->rx_senders_prev) ? eng->rx_senders_now : eng->rx_senders_prev;
@@ -667,22 +687,27 @@ uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_us
     }
     /* Buffers still being processed are not re-posted yet: not ours to
      * grant (the flaw of seed 004 was granting on receipt). */
-    uint32_t free_capacity =
-        (eng->p.rx_capacity > eng->rx_buffers_held) ? eng->p.rx_capacity - eng->rx_buffers_held : 0;
-    uint32_t grant = free_capacity / senders;
-    if (grant > ep->window) {
-        grant = ep->window;
+    uint32_t largest = opal_btl_usnic_charge_of(&eng->p.rx_charge, eng->p.mtu);
+    uint64_t held = (uint64_t) eng->rx_buffers_held * largest;
+    uint64_t free_capacity = (eng->p.rx_capacity > held) ? eng->p.rx_capacity - held : 0;
+    /* half of it shared: the other half takes the first bursts of senders
+     * not counted yet (their first grant is a quarter of what we hold) and
+     * what older, larger grants still let in */
+    uint64_t grant = free_capacity / 2 / senders;
+    uint64_t least = (uint64_t) OPAL_BTL_USNIC_MIN_GRANT * largest;
+    if (grant < least) {
+        grant = least;
     }
-    return (grant < OPAL_BTL_USNIC_MIN_GRANT) ? OPAL_BTL_USNIC_MIN_GRANT : grant;
+    return grant < most ? grant : most;
 }
 
 void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                               opal_btl_usnic_hdr_t *hdr)
 {
-    uint32_t grant = opal_btl_usnic_rx_grant(eng, ep);
+    uint64_t grant = opal_btl_usnic_rx_grant(eng, ep);
     hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
     hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
-    hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant > UINT16_MAX ? UINT16_MAX : grant));
+    hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant / OPAL_BTL_USNIC_CREDIT_UNIT));
     hdr->sack = opal_btl_usnic_wire16(sack_bits(ep));
     if (ep->rx.late_dup) {
         hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP;
@@ -703,11 +728,7 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
      * granted, arrived un-ACKed: the sender, which may have the other half
      * in flight, must never stall for an ACK. */
     uint32_t unacked = (uint32_t) (opal_btl_usnic_ack_value(ep) - ep->rx.last_ack_sent);
-    uint32_t threshold = ep->window / 2;
-    if (0 != ep->rx.last_grant && ep->rx.last_grant / 2 < threshold) {
-        threshold = ep->rx.last_grant / 2;
-    }
-    if (unacked >= threshold) {
+    if (unacked >= ep->window / 2 || (0 != ep->rx.last_grant && ep->rx.charge_since_ack >= ep->rx.last_grant / 2)) {
         urgent = true;
     }
     uint64_t due = urgent ? eng->tick : eng->tick + eng->p.ack_iteration_delay;
@@ -726,6 +747,7 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
  * telling a premature retransmission from a lost ACK (recv.c). */
 static void ack_left(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t value)
 {
+    ep->rx.charge_since_ack = 0;
     if (value != ep->rx.last_ack_sent) {
         ep->rx.prev_ack_sent = ep->rx.last_ack_sent;
         ep->rx.last_ack_sent = value;

@@ -42,24 +42,27 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
                                      const opal_btl_usnic_sack_range_t *ranges, unsigned n);
 
 /* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival and
- * grants the whole window */
+ * grants all a credit can say (the window then limits) */
 static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                              opal_btl_usnic_seq_t ack_seq)
 {
-    (void) opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, ep->window, 0, true);
+    (void) opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, UINT16_MAX, 0, true);
 }
 
 /* Length of a receive epoch: peers silent for longer stop holding a share
  * of our receive capacity. */
 #define OPAL_BTL_USNIC_RX_EPOCH_USEC 1000u
-/* Smallest grant: every active sender keeps a trickle going */
+/* Smallest grant, in our largest datagrams: every active sender keeps a
+ * trickle going */
 #define OPAL_BTL_USNIC_MIN_GRANT 2u
 
 /* |ep| sent us a data segment: it holds a share of our capacity. */
 void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 
-/* Segments |ep| may have un-ACKed toward us (the credit of our next ACK) */
-uint32_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
+/* What |ep| may have un-ACKed toward us, in bytes of our charge
+ * (btl_usnic_charge.h): the credit of our next ACK, before its rounding
+ * down to credit units */
+uint64_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
 
 /* Set the ACK fields of |hdr| (cumulative ACK and credit) for |ep| */
 void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,

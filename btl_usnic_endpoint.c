@@ -49,8 +49,11 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.prev_ack_sent = 0;
     ep->rx.last_ack_time = 0;
     ep->rx.last_grant = 0;
+    ep->rx.charge_since_ack = 0;
     ep->rx.active_epoch = 0;
     ep->tx.peer_credit = 0;
+    ep->tx.in_flight_charge = 0;
+    memset(&ep->tx.peer_charge, 0, sizeof(ep->tx.peer_charge));
     ep->window = 0;
     ep->hotel_ready = false;
 }
@@ -115,7 +118,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     ep->tx.acked_seq = local_isn - 1;
     ep->tx.nonce = opal_btl_usnic_nonce_first(eng->nonce_generation++);
     memset(&ep->rx.replay, 0, sizeof(ep->rx.replay));
-    ep->tx.peer_credit = window; /* until the receiver's first grant */
+    opal_btl_usnic_endpoint_set_peer_rx(ep, &eng->p.rx_charge, eng->p.rx_capacity);
     ep->rx.next_expected = peer_isn;
     ep->rx.highest = peer_isn - 1;
     ep->rx.last_ack_sent = peer_isn - 1;
@@ -129,6 +132,18 @@ void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned al
 {
     opal_btl_usnic_mac_init(&ep->tx.mac, alg, tx_key);
     opal_btl_usnic_mac_init(&ep->rx.mac, alg, rx_key);
+}
+
+void opal_btl_usnic_endpoint_set_peer_rx(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_charge_t *charge,
+                                         uint64_t capacity)
+{
+    ep->tx.peer_charge = *charge;
+    opal_btl_usnic_charge_sanitize(&ep->tx.peer_charge);
+    /* until the receiver's first grant: what it holds for four senders
+     * starting at once, and never less than the least it grants (two of
+     * its largest datagrams, btl_usnic_rx_grant); the window bounds the rest */
+    uint64_t least = 2 * (uint64_t) ep->tx.peer_charge.per_class[OPAL_BTL_USNIC_CHARGE_CLASSES - 1];
+    ep->tx.peer_credit = (0 == capacity) ? UINT64_MAX : (capacity / 4 > least) ? capacity / 4 : least;
 }
 
 void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu)

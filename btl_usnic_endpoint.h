@@ -37,7 +37,10 @@ struct mca_btl_base_endpoint_t {
         opal_list_t queue;               /* frags not yet fully posted */
         opal_btl_usnic_seq_t next_seq;
         opal_btl_usnic_seq_t acked_seq;
-        uint32_t peer_credit;            /* the peer's last grant: segments past acked_seq */
+        uint64_t peer_credit;            /* the peer's last grant: charge (bytes, btl_usnic_charge.h)
+                                            we may have un-ACKed past acked_seq */
+        uint64_t in_flight_charge;       /* what our un-ACKed segments cost the peer */
+        opal_btl_usnic_charge_t peer_charge; /* the peer's charge per datagram, by size (its modex) */
         opal_btl_usnic_send_seg_t **sent;
         uint32_t next_frag_id;
         uint32_t dup_acks;               /* duplicate ACKs in a row */
@@ -92,7 +95,8 @@ struct mca_btl_base_endpoint_t {
         opal_btl_usnic_seq_t last_ack_sent; /* last cumulative ACK value we sent */
         opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
         uint64_t last_ack_time;          /* when last_ack_sent first left */
-        uint32_t last_grant;             /* credit we granted with it */
+        uint64_t last_grant;             /* credit we granted with it (bytes of our charge) */
+        uint64_t charge_since_ack;       /* what the segments accepted since an ACK last left cost us */
         uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
         uint64_t ack_due_tick;           /* send an explicit ACK at this tick ... */
         uint64_t ack_due_time;           /* ... and not before this time (us) */
@@ -136,6 +140,16 @@ void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned al
                                       const uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES]);
 
 /**
+ * What the peer's receive side holds (|capacity|, bytes of its charge)
+ * and what one datagram costs of it (|charge|), from its modex: the
+ * sender counts its un-ACKed segments with this table, and before the
+ * first grant may have a quarter of |capacity| in flight, at least two of
+ * its largest datagrams (0: unknown, no limit but the window).  Until called, the peer is taken to be like us.
+ */
+void opal_btl_usnic_endpoint_set_peer_rx(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_charge_t *charge,
+                                         uint64_t capacity);
+
+/**
  * Lower |ep|'s datagram limits to what the peer can receive: |mtu| on its
  * data channel and |tiny_mtu| on its priority channel (limits never grow
  * beyond our own).
@@ -148,11 +162,25 @@ static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_en
     return (uint32_t) (ep->tx.next_seq - ep->tx.acked_seq - 1);
 }
 
-/* Room for one more segment: inside both our window and the receiver's grant */
+/* Room for one more datagram of |len| bytes (header included): a sequence
+ * number inside our window, and its charge at the receiver inside the
+ * receiver's last grant together with what is in flight.  With nothing in
+ * flight one datagram always fits: only data can draw the ACK that brings
+ * a larger grant. */
+static inline bool opal_btl_usnic_endpoint_room_for(const opal_btl_usnic_endpoint_t *ep, size_t len)
+{
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    if (in_flight >= ep->window) {
+        return false;
+    }
+    return 0 == in_flight ||
+           ep->tx.in_flight_charge + opal_btl_usnic_charge_of(&ep->tx.peer_charge, len) <= ep->tx.peer_credit;
+}
+
+/* Room for one more datagram of the smallest size */
 static inline bool opal_btl_usnic_endpoint_window_open(const opal_btl_usnic_endpoint_t *ep)
 {
-    uint32_t limit = (ep->tx.peer_credit < ep->window) ? ep->tx.peer_credit : ep->window;
-    return opal_btl_usnic_endpoint_in_flight(ep) < limit;
+    return opal_btl_usnic_endpoint_room_for(ep, 0);
 }
 
 /* Nothing queued and nothing un-ACKed */

@@ -7,7 +7,7 @@
  * bottom-up (btl_usnic_*.h; each header includes only lower layers, and
  * test/unit/check-headers.sh checks that):
  *
- *   proto seq auth batch stats slab reg   pure building blocks
+ *   proto seq auth batch stats slab reg charge   pure building blocks
  *   frag                   segments, fragments, their pool, reassembly slots
  *   engine_core            this header
  *   endpoint               per-peer state, bound to an engine
@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "btl_usnic_charge.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_reg.h"
 #include "btl_usnic_slab.h"
@@ -150,9 +151,11 @@ typedef struct opal_btl_usnic_engine_params_t {
                                      datagram: PUT segments then reference the source, uncopied */
     const opal_btl_usnic_mem_ops_t *mem; /* registers segment slabs with the provider; NULL when it
                                      needs no registered memory */
-    uint32_t rx_capacity;         /* datagrams our receive side holds between two progress passes
-                                     (kernel socket buffer, or posted buffers on OS-bypass NICs);
-                                     0 = unknown: grant every peer its whole window */
+    uint64_t rx_capacity;         /* charge (bytes, btl_usnic_charge.h) our receive side holds
+                                     between two progress passes (kernel socket buffer, or posted
+                                     buffers on OS-bypass NICs); 0 = unknown: no limit but the window */
+    opal_btl_usnic_charge_t rx_charge; /* what one datagram costs of it, by size (published in the
+                                     modex: peers count what they have in flight to us with it) */
     uint32_t batch_segs;          /* data segments the wire sends to one peer as one batch (one
                                      segmentation-offload send); the send progression gives each
                                      endpoint up to this many in a row.  0 or 1: no batches */
@@ -181,7 +184,8 @@ typedef struct opal_btl_usnic_engine_t {
     uint64_t rx_epoch_start;      /* us */
     uint32_t rx_senders_now;      /* distinct senders seen in the current epoch */
     uint32_t rx_senders_prev;     /* ... in the previous one */
-    uint32_t rx_buffers_held;     /* receive buffers being processed, not yet re-posted */
+    uint32_t rx_buffers_held;     /* receive buffers being processed, not yet re-posted (each
+                                     counts as a largest datagram's charge) */
 
     opal_list_t resend_segs;      /* segments awaiting retransmission */
     opal_list_t endpoints_with_sends;

@@ -71,6 +71,8 @@ typedef struct opal_btl_usnic_send_seg_t {
     int hotel_room;                       /* -1 when not checked in */
     opal_btl_usnic_seq_t seq;
     uint32_t wire_len;                    /* header + payload bytes */
+    uint32_t charge;                      /* what it costs the receiver (btl_usnic_charge.h), counted in
+                                             its endpoint's in-flight charge while un-ACKed */
     uint64_t sent_time;                   /* engine time of the last (re)transmission */
     uint64_t deadline;                    /* retransmit deadline (engine time, us) */
     struct mca_btl_base_endpoint_t *ep;

@@ -142,7 +142,8 @@ int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
         return OPAL_ERR_RESOURCE_BUSY; /* the PML sends it the other way, or learns the peer failed */
     }
-    if (!opal_list_is_empty(&ep->tx.queue) || !opal_btl_usnic_endpoint_window_open(ep)) {
+    if (!opal_list_is_empty(&ep->tx.queue) ||
+        !opal_btl_usnic_endpoint_room_for(ep, sizeof(opal_btl_usnic_hdr_t) + header_size + payload_size)) {
         /* Now or never: queued here, every message of a sender that runs
          * ahead of its receiver would wait in a buffer of ours, and the
          * PML, told it was sent, would hand us the next one at once. */

@@ -173,20 +173,6 @@ long opal_btl_usnic_socket_rcvbuf(int fd)
     return (fd >= 0 && 0 == getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rlen)) ? rcvbuf : -1;
 }
 
-long opal_btl_usnic_kernel_rmem_default(void)
-{
-    FILE *f = fopen("/proc/sys/net/core/rmem_default", "r");
-    if (NULL == f) {
-        return -1;
-    }
-    long v = -1;
-    if (1 != fscanf(f, "%ld", &v)) {
-        v = -1;
-    }
-    fclose(f);
-    return v;
-}
-
 /* ----- pairing of two processes' modules ----- */
 
 static bool same_subnet(const opal_btl_usnic_modex_t *x, const opal_btl_usnic_modex_t *y)

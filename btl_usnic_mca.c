@@ -502,12 +502,13 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
                      (unsigned) ep->gso.max_bytes);
         }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u%s queued=%zu credit=%u window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
-                    (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep), oldest,
-                    opal_list_get_size(&ep->tx.queue), ep->tx.peer_credit, ep->window, path, (unsigned) rx.next_expected,
+                    (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
+                    (unsigned long long) ep->tx.in_flight_charge, oldest, opal_list_get_size(&ep->tx.queue),
+                    (unsigned long long) ep->tx.peer_credit, ep->window, path, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }

@@ -161,18 +161,21 @@ static void mem_unreg(void *ctx, void *handle)
 
 /* Largest default window: every segment of the window costs each peer's
  * endpoint a reassembly slot, a timer room and bitmap entries (about
- * 300 bytes), and 512 segments in flight already carry 750 KB of 1472-byte
- * datagrams per round trip (GB/s at tens of microseconds) */
-#define OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX 512u
+ * 100 bytes); 1024 small messages in flight let a sender run a scheduler
+ * time slice ahead of a receiver that is descheduled on a busy host */
+#define OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX 1024u
 
-/* Window default: keep one peer's un-ACKed data inside half of the
- * receive capacity.  A power of two (see opal_btl_usnic_endpoint_init_rel),
- * at least 16, at most OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX. */
+/* Window default: the sequence numbers for half of what the receive side
+ * holds of the smallest datagrams (the grants, counted in charge, keep
+ * what is in flight inside the capacity whatever the sizes).  A power of
+ * two (see opal_btl_usnic_endpoint_init_rel), at least 16, at most
+ * OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX. */
 static uint32_t default_window(const opal_btl_usnic_module_t *module)
 {
-    long datagrams = (long) module->caps.rx_capacity;
+    uint64_t smallest = opal_btl_usnic_charge_of(&module->caps.rx_charge, 0);
+    uint64_t datagrams = module->caps.rx_capacity / (smallest > 0 ? smallest : 1);
     uint32_t w = 16;
-    while (w < OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX && (long) (2 * w) <= datagrams / 2) {
+    while (w < OPAL_BTL_USNIC_DEFAULT_WINDOW_MAX && (uint64_t) (2 * w) <= datagrams / 2) {
         w *= 2;
     }
     opal_btl_usnic_verbose(10, "%s: default window %u", module->if_name, w);
@@ -217,6 +220,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
         .rx_capacity = module->caps.rx_capacity,
+        .rx_charge = module->caps.rx_charge,
         .gather_send = module->caps.gathers,
         .mem = module->caps.needs_mr ? &module->mem_ops : NULL,
         .batch_segs = module->caps.max_batch,
@@ -243,6 +247,8 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window
                                                      : default_window(module);
     m->link_speed_mbps = module->link_speed_mbps;
+    m->rx_capacity = module->caps.rx_capacity;
+    m->rx_charge = module->caps.rx_charge;
     snprintf(m->provider, sizeof(m->provider), "%s", module->provider);
     m->protection = (uint8_t) c->protection;
     m->mac_algs = (uint8_t) c->mac_algs;

@@ -179,6 +179,9 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
     }
     if (OPAL_SUCCESS == rc) {
         opal_btl_usnic_endpoint_limit_mtu(ep, remote->mtu, remote->tiny_mtu);
+        opal_btl_usnic_charge_t charge;
+        memcpy(&charge, &remote->rx_charge, sizeof(charge)); /* the modex is packed */
+        opal_btl_usnic_endpoint_set_peer_rx(ep, &charge, remote->rx_capacity);
         rc = module->transport->add_peer(module, ep, remote);
         added = (OPAL_SUCCESS == rc);
     }

@@ -23,7 +23,8 @@
  *  +---------------+---------------+---------------+---------------+
  *  |         payload length        |    PML tag    |     flags     |
  *  +---------------+---------------+---------------+---------------+
- *  |  credit (segments past ACK)   |  selective ACK bits           |
+ *  |  credit (KiB of the receiver's |  selective ACK bits           |
+ *  |  charge past ACK)             |                               |
  *  +---------------+---------------+---------------+---------------+
  *  |                nonce (64 bits, never repeats per direction)   |
  *  +                                                               +
@@ -74,7 +75,9 @@
  * cannot describe a lost batch of 44 datagrams); version 5 starts each
  * pair's stream at its own sequence number (the sender's modex ISN offset
  * by the receiver's), where version 4 started all of a sender's streams at
- * its one ISN.
+ * its one ISN; version 6 counts the credit in KiB of what the receiver's
+ * buffer is charged (btl_usnic_charge.h, the table in its modex) instead
+ * of segments, so small messages get the depth their real cost allows.
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -84,7 +87,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    5
+#define OPAL_BTL_USNIC_PROTO_VERSION    6
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
@@ -128,7 +131,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_hdr_t {
     uint16_t payload_len;
     uint8_t tag;
     uint8_t flags;
-    uint16_t credit;   /* with FLAG_ACK: the sender may send up to ack_seq + credit */
+    uint16_t credit;   /* with FLAG_ACK: the sender may have segments costing up to credit KiB of the
+                          receiver's charge un-ACKed past ack_seq (btl_usnic_charge.h) */
     uint16_t sack;     /* with FLAG_ACK: bit i set = the receiver has ack_seq + 2 + i */
     uint64_t nonce;    /* the sender's count for this direction (btl_usnic_auth.h) */
     uint8_t mac[OPAL_BTL_USNIC_MAC_BYTES];

@@ -408,6 +408,15 @@ static bool recv_put_seg(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t
     return true;
 }
 
+/* The length of the data segment |hdr| (validated) */
+static size_t datagram_len(const opal_btl_usnic_hdr_t *hdr)
+{
+    size_t header = (OPAL_BTL_USNIC_PKT_FRAG == hdr->type)  ? sizeof(opal_btl_usnic_hdr_t)
+                    : (OPAL_BTL_USNIC_PKT_PUT == hdr->type) ? sizeof(opal_btl_usnic_put_hdr_t)
+                                                            : sizeof(opal_btl_usnic_chunk_hdr_t);
+    return header + opal_btl_usnic_host16(hdr->payload_len);
+}
+
 /**
  * Accept the new data segment |hdr| (authentic, classified NEW_IN_ORDER
  * or NEW_OOO, sequence number |seq|) from |ep|: note a loss its copy
@@ -443,6 +452,7 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     if (!accepted) {
         return false;
     }
+    ep->rx.charge_since_ack += opal_btl_usnic_charge_of(&eng->p.rx_charge, datagram_len(hdr));
     deliver_held(eng, ep); /* it may have filled the hole fragments waited for */
     *ack_urgent_p = out_of_order || 0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON);
     return true;

@@ -21,9 +21,25 @@ static opal_btl_usnic_endpoint_t *ep_from_rts_item(opal_list_item_t *item)
     return (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.rts_item));
 }
 
+/* The datagram the next post from |frag| makes: its whole self (small),
+ * or its next chunk or PUT piece */
+static size_t next_datagram_len(const opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag)
+{
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        return sizeof(opal_btl_usnic_hdr_t) + frag->total_len;
+    }
+    size_t left = frag->total_len - frag->offset;
+    size_t piece = (left < ep->max_chunk_payload) ? left : ep->max_chunk_payload;
+    return sizeof(opal_btl_usnic_chunk_hdr_t) + piece; /* a PUT's piece makes a datagram no longer */
+}
+
 static bool endpoint_can_send(opal_btl_usnic_endpoint_t *ep)
 {
-    return !ep->failed && !opal_list_is_empty(&ep->tx.queue) && opal_btl_usnic_endpoint_window_open(ep);
+    if (ep->failed || opal_list_is_empty(&ep->tx.queue)) {
+        return false;
+    }
+    const opal_btl_usnic_send_frag_t *head = (const opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
+    return opal_btl_usnic_endpoint_room_for(ep, next_datagram_len(ep, head));
 }
 
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
@@ -208,6 +224,8 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     }
     ep->tx.next_seq = seq + 1;
     ep->tx.sent[seq % ep->window] = seg;
+    seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
+    ep->tx.in_flight_charge += seg->charge;
     flight_list_add(eng, ep);
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     if (in_flight > eng->stats.max_sent_window) {
@@ -253,7 +271,8 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
 {
     opal_btl_usnic_engine_t *eng = ep->eng;
     if (OPAL_BTL_USNIC_FRAG_SMALL != frag->kind || ep->failed || !opal_list_is_empty(&ep->tx.queue) ||
-        !opal_btl_usnic_endpoint_window_open(ep) || !have_credit(eng, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+        !opal_btl_usnic_endpoint_room_for(ep, sizeof(opal_btl_usnic_hdr_t) + frag->total_len) ||
+        !have_credit(eng, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
         return false;
     }
     small_frag_gather(eng, frag);

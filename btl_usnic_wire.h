@@ -46,7 +46,10 @@ typedef struct opal_btl_usnic_transport_caps_t {
     bool gathers;              /* sends a header and a payload from elsewhere as one datagram */
     bool reports_source;       /* receives say where they came from, and the protection wants it checked */
     size_t inject_size;        /* datagrams (with prefix) up to this size complete inside post */
-    uint32_t rx_capacity;      /* datagrams the data channel holds between two progress passes */
+    uint64_t rx_capacity;      /* charge (bytes, btl_usnic_charge.h) the receive side holds between two
+                                  progress passes: the smaller channel's, since a peer's datagrams
+                                  may land on either */
+    opal_btl_usnic_charge_t rx_charge; /* what one received datagram costs of it, by size */
     uint32_t send_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* posts a channel takes before completions return */
     uint16_t port[OPAL_BTL_USNIC_NUM_CHANNELS];         /* where peers reach each channel (host order;
                                                            published in the modex) */

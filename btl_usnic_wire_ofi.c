@@ -633,27 +633,37 @@ static void ofi_del_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
 
 /* ===================== open and close ===================== */
 
-/* Datagrams our data channel can hold between two progress passes: what
- * the real receive buffer of its socket holds (read from the kernel;
- * rmem_default if the socket cannot be found, e.g. on hardware providers,
- * where the posted receive buffers are the limit too).  The kernel charges
- * a datagram its payload plus about 832 bytes of buffer overhead (212992
- * bytes hold 92 datagrams of 1472 bytes here). */
-static uint32_t rx_capacity(const opal_btl_usnic_module_t *module)
+/* What our receive side holds between two progress passes, and what one
+ * datagram costs of it (btl_usnic_charge.h).  On libfabric's udp
+ * provider datagrams wait in the provider's kernel sockets: their buffers
+ * (the smaller one: a peer's datagrams land on either channel), in bytes
+ * of the kernel's charge, measured (212992 bytes hold 92 datagrams of
+ * 1472 bytes, or 256 small ones).  On hardware (no socket) a datagram
+ * takes one posted buffer whatever its size: one credit unit each, as many
+ * as the smaller channel posts. */
+static void rx_capacity(opal_btl_usnic_module_t *module)
 {
     const opal_btl_usnic_channel_t *data = &module->ofi->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
-    long rcvbuf = opal_btl_usnic_socket_rcvbuf(data->sock_fd);
-    bool socket_found = rcvbuf > 0;
-    if (!socket_found) {
-        rcvbuf = opal_btl_usnic_kernel_rmem_default();
+    const opal_btl_usnic_channel_t *prio = &module->ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
+    long held = opal_btl_usnic_socket_rcvbuf(data->sock_fd);
+    long prio_held = opal_btl_usnic_socket_rcvbuf(prio->sock_fd);
+    if (prio_held > 0 && prio_held < held) {
+        held = prio_held;
     }
-    long datagrams = (rcvbuf > 0) ? rcvbuf / (long) (data->mtu + 832) : 92;
-    if (!socket_found && datagrams > data->rd_num) {
-        datagrams = data->rd_num;
+    opal_btl_usnic_charge_t *charge = &module->caps.rx_charge;
+    if (held > 0) {
+        int measured = opal_btl_usnic_kernel_charges(module->ipv4, data->mtu, charge);
+        module->caps.rx_capacity = (uint64_t) held;
+        opal_btl_usnic_verbose(5, "%s: receive buffers hold %ld bytes; a datagram costs %u bytes (up to 64), %u "
+                               "(%zu) (%d sizes measured)",
+                               module->if_name, held, opal_btl_usnic_charge_of(charge, 64),
+                               opal_btl_usnic_charge_of(charge, data->mtu), data->mtu, measured);
+        return;
     }
-    opal_btl_usnic_verbose(10, "%s: receive buffer %ld bytes: %ld datagrams of %zu bytes", module->if_name, rcvbuf,
-                           datagrams, data->mtu);
-    return (datagrams > 0) ? (uint32_t) datagrams : 1;
+    int buffers = (prio->rd_num < data->rd_num) ? prio->rd_num : data->rd_num;
+    opal_btl_usnic_charge_flat(charge, OPAL_BTL_USNIC_CREDIT_UNIT);
+    module->caps.rx_capacity = (uint64_t) buffers * OPAL_BTL_USNIC_CREDIT_UNIT;
+    opal_btl_usnic_verbose(5, "%s: receive side holds %d datagrams (posted buffers)", module->if_name, buffers);
 }
 
 /* Does the provider need every posted buffer registered?  (usnic, verbs
@@ -767,7 +777,7 @@ static int ofi_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
             return rc;
         }
     }
-    module->caps.rx_capacity = rx_capacity(module);
+    rx_capacity(module);
     return OPAL_SUCCESS;
 }
 

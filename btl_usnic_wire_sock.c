@@ -16,9 +16,9 @@
  *    or the path cannot, sendmmsg;
  *  - reads the data socket with UDP_GRO (the kernel hands a run of
  *    datagrams from one peer as one receive, split here) and recvmmsg;
- *  - asks for large socket buffers, reports what it got, and sizes the
- *    receive capacity (the window and the grants) by what the kernel
- *    really charges per datagram, measured at open.
+ *  - asks for large socket buffers, reports what it got, and publishes
+ *    its receive capacity (the grants) with what the kernel really
+ *    charges per datagram, measured at open (btl_usnic_kcharge.c).
  *
  * Posting.  A post on the priority channel (ACKs, tiny messages) goes to
  * the kernel at once.  A post on the data channel joins the channel's
@@ -35,7 +35,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -57,9 +56,6 @@
 #endif
 #ifndef UDP_GRO
 #    define UDP_GRO 104 /* Linux 5.0 */
-#endif
-#ifndef SO_MEMINFO
-#    define SO_MEMINFO 55
 #endif
 
 #define SOCK_DEFAULT_TINY_MTU 768
@@ -100,7 +96,6 @@ typedef struct sock_channel_t {
 struct opal_btl_usnic_sock_state {
     sock_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
     bool gso;               /* the kernel takes UDP_SEGMENT on our sockets */
-    size_t charge;          /* kernel memory charged per full datagram in the receive buffer */
 
     uint8_t *fast_buf;      /* the fast path's receive buffer (priority channel) */
     bool fast_deferred_valid;
@@ -688,85 +683,26 @@ bool opal_btl_usnic_wire_sock_usable(uint32_t ipv4, char *why, size_t len)
     return true;
 }
 
-/* Kernel memory of the datagrams waiting in |fd|'s receive buffer */
-static long rmem_alloc(int fd)
-{
-    uint32_t info[SK_MEMINFO_VARS];
-    socklen_t len = sizeof(info);
-    if (0 != getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &len) || len < sizeof(uint32_t) * (SK_MEMINFO_RMEM_ALLOC + 1)) {
-        return -1;
-    }
-    return (long) info[SK_MEMINFO_RMEM_ALLOC];
-}
-
-/* What the kernel charges the receive buffer of |ch| for |segs|
- * datagrams of |size| bytes sent as one (offload) send: measured by
- * sending them to the socket itself.  -1 if that did not work. */
-static long measure_charge(sock_state_t *st, sock_channel_t *ch, size_t size, unsigned segs)
-{
-    struct sockaddr_in self;
-    socklen_t slen = sizeof(self);
-    size_t total = size * segs;
-    uint8_t *buf = (uint8_t *) calloc(1, total > ch->rbuf_size ? total : ch->rbuf_size);
-    if (NULL == buf || 0 != getsockname(ch->fd, (struct sockaddr *) &self, &slen)) {
-        free(buf);
-        return -1;
-    }
-    struct iovec iov = {.iov_base = buf, .iov_len = total};
-    struct msghdr mh = {.msg_name = &self, .msg_namelen = sizeof(self), .msg_iov = &iov, .msg_iovlen = 1};
-    if (segs > 1) {
-        mh.msg_control = st->gso_ctl;
-        mh.msg_controllen = sizeof(st->gso_ctl);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        uint16_t seg = (uint16_t) size;
-        memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
-    }
-    long charge = -1;
-    if (sendmsg(ch->fd, &mh, 0) == (ssize_t) total) {
-        for (int wait = 0; wait < 100 && charge <= 0; ++wait) {
-            struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
-            (void) poll(&pfd, 1, 1);
-            charge = rmem_alloc(ch->fd);
-        }
-    }
-    while (recv(ch->fd, buf, ch->rbuf_size, MSG_DONTWAIT) >= 0) {
-        /* drop what the probe sent */
-    }
-    free(buf);
-    return charge;
-}
-
-/* Datagrams the data channel holds between two progress passes: its
- * granted buffer over what the kernel charges per datagram (measured:
- * 2304 bytes for 1472 on loopback, 65832 for 65000; a coalesced run of 44
- * x 1472 is charged about 65.6 KB as one, and dropped as one when it does
- * not fit) */
-static uint32_t rx_capacity(opal_btl_usnic_module_t *module)
+/* What our receive side holds between two progress passes, in bytes of
+ * the kernel's charge, and what one datagram costs of it (measured by
+ * btl_usnic_kcharge.c: 832 bytes for a small one on Linux 6.1, 65832 for
+ * 65000).  A peer's datagrams land on either socket, so the smaller
+ * buffer is the capacity. */
+static void rx_capacity(opal_btl_usnic_module_t *module)
 {
     sock_state_t *st = module->sock;
-    sock_channel_t *data = &st->chan[OPAL_BTL_USNIC_DATA_CHANNEL];
-    long single = measure_charge(st, data, data->mtu, 1);
-    long per = single;
-    const char *how = "one datagram";
-    if (data->gro && st->gso && module->caps.max_batch > 1) {
-        long run = measure_charge(st, data, data->mtu, module->caps.max_batch);
-        if (run > 0) {
-            per = run / (long) module->caps.max_batch; /* bulk data arrives in such runs */
-            how = "a coalesced run";
-        }
-    }
-    if (per <= 0) {
-        per = (long) data->mtu + 832; /* the kernel's overhead per datagram as measured on 6.1 */
-        how = "estimated";
-    }
-    st->charge = (size_t) per;
-    long datagrams = data->rcvbuf / per;
-    opal_btl_usnic_verbose(5, "%s: receive buffer %ld bytes, charged %ld bytes per datagram of %zu (%s): %ld "
-                           "datagrams", module->if_name, data->rcvbuf, per, data->mtu, how, datagrams);
-    return (datagrams > 0) ? (uint32_t) datagrams : 1;
+    long data = st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].rcvbuf;
+    long prio = st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL].rcvbuf;
+    long held = (prio < data) ? prio : data;
+    size_t mtu = st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].mtu;
+    opal_btl_usnic_charge_t *charge = &module->caps.rx_charge;
+    int measured = opal_btl_usnic_kernel_charges(module->ipv4, mtu, charge);
+    module->caps.rx_capacity = (held > 0) ? (uint64_t) held : 0;
+    opal_btl_usnic_verbose(5, "%s: receive buffers %ld bytes (data) and %ld (priority): %ld held; a datagram "
+                           "costs %u bytes (up to 64), %u (1472), %u (%zu) (%d sizes measured)",
+                           module->if_name, data, prio, held, opal_btl_usnic_charge_of(charge, 64),
+                           opal_btl_usnic_charge_of(charge, 1472), opal_btl_usnic_charge_of(charge, mtu), mtu,
+                           measured);
 }
 
 static int chan_alloc(sock_channel_t *ch, uint32_t credits)
@@ -908,8 +844,9 @@ static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
-    int prio_rcvbuf = c->sock_rcvbuf / 4 > (256 << 10) ? c->sock_rcvbuf / 4 : (256 << 10);
-    if (OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL, prio_rcvbuf, false)) ||
+    /* the priority channel as deep as the data channel: tiny messages
+     * land there, as many in flight as the grants allow */
+    if (OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL, c->sock_rcvbuf, false)) ||
         OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_DATA_CHANNEL, c->sock_rcvbuf, c->sock_gro))) {
         return rc;
     }
@@ -924,7 +861,7 @@ static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info
     if (NULL == st->fast_buf) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module->caps.rx_capacity = rx_capacity(module);
+    rx_capacity(module);
     module->wire_flags = (uint8_t) ((st->gso ? OPAL_BTL_USNIC_WIRE_FLAG_GSO : 0) |
                                     (st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].gro ? OPAL_BTL_USNIC_WIRE_FLAG_GRO : 0));
     const sock_channel_t *data = &st->chan[OPAL_BTL_USNIC_DATA_CHANNEL];

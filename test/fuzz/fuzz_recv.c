@@ -22,8 +22,8 @@
  *     bits 2-3  window of both peers: fz_windows[]
  *     bits 4-5  first sequence number the peers send (our rx ISN): fz_rx_isns[]
  *     bit 6     our first sequence number (tx ISN): 0 or 2^32 - 2
- *     bit 7     receive capacity (rx_capacity): 0 (grant every peer its
- *               whole window) or FZ_RX_CAPACITY (grants shared, smaller)
+ *     bit 7     receive capacity (rx_capacity): 0 (unknown: grants limit nothing,
+ *               the window does) or FZ_RX_CAPACITY (grants shared, smaller)
  *   then records, until the input ends:
  *     u16 LE    bits 0-11:  datagram length (cut to what is left)
  *               bits 12-13: after the datagram: 0 nothing; 1 clock + 100 us
@@ -106,7 +106,7 @@
 static const uint32_t fz_windows[4] = {4, 8, 16, 64};
 static const uint32_t fz_rx_isns[4] = {0, 1000, 0xfffffff0u, 0x7ffffffcu};
 static const uint32_t fz_tx_isns[2] = {0, 0xfffffffeu};
-#define FZ_RX_CAPACITY 6
+#define FZ_RX_CAPACITY (6 * FX_DGRAM_CHARGE) /* six datagrams */
 
 #define FZ_NREGIONS 3
 static const struct {

@@ -15,7 +15,7 @@ set -uo pipefail
 # A new engine header must be placed here (the check says so).
 declare -A LAYER=(
     [btl_usnic_proto.h]=0 [btl_usnic_seq.h]=0 [btl_usnic_auth.h]=0 [btl_usnic_batch.h]=0
-    [btl_usnic_stats.h]=0 [btl_usnic_slab.h]=0 [btl_usnic_reg.h]=0
+    [btl_usnic_stats.h]=0 [btl_usnic_slab.h]=0 [btl_usnic_reg.h]=0 [btl_usnic_charge.h]=0
     [btl_usnic_frag.h]=1
     [btl_usnic_engine_core.h]=2
     [btl_usnic_endpoint.h]=3

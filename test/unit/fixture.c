@@ -186,6 +186,8 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
     p->rto_min = FX_RTO_MIN;
     p->rto_max = FX_RTO_MAX;
     p->peer_timeout = 0;
+    p->rx_capacity = 0; /* unknown: no limit but the window */
+    opal_btl_usnic_charge_flat(&p->rx_charge, FX_DGRAM_CHARGE);
 }
 
 const opal_btl_usnic_wire_ops_t *fx_wire_ops(void)

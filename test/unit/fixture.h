@@ -55,6 +55,9 @@
 #define FX_MAX_TINY_PAYLOAD (FX_TINY_MTU - FX_HDR)   /* 720 */
 #define FX_MAX_PEERS 16
 /* Retransmission timing (us) unless a test says otherwise; no peer timeout */
+/* What every datagram costs a fixture engine's receive side (a posted
+ * buffer of 2 KiB: two credit units) */
+#define FX_DGRAM_CHARGE 2048u
 #define FX_RTO_INITIAL 1000
 #define FX_RTO_MIN 200
 #define FX_RTO_MAX 64000

@@ -331,6 +331,11 @@ static inline size_t opal_btl_usnic_datagram_cap(size_t mtu)
     return (cap > 0 && (size_t) cap < mtu) ? (size_t) cap : mtu;
 }
 int opal_btl_usnic_if_speed_mbps(const char *ifname);
+/* A socket buffer of |want| bytes for |fd| (|opt| SO_RCVBUF or SO_SNDBUF):
+ * forced where we may (|force_opt|: root, or CAP_NET_ADMIN), else as much
+ * as net.core.[rw]mem_max allows.  Returns what the kernel granted (-1:
+ * unknown). */
+long opal_btl_usnic_socket_buffer(int fd, int force_opt, int opt, int want);
 /**
  * What this kernel charges a UDP socket's receive buffer for one datagram
  * of each size class up to |mtu| (btl_usnic_charge.h; larger classes: the

@@ -299,28 +299,74 @@ static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_us
     return seg_overdue(eng, ep, oldest_unacked(ep));
 }
 
-/* The receiver's selective ACK bits (relative to acked_seq, which the ACK
- * carrying them has just set): every segment it lacks below the highest
- * one it reports, and sent more than a round trip ago, is lost; resend it
- * now instead of one hole per round trip or per timeout. */
+/* The in-flight segment |pos| places after acked_seq + 1 */
+static opal_btl_usnic_send_seg_t *seg_at(const opal_btl_usnic_endpoint_t *ep, uint32_t pos)
+{
+    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
+}
+
+/* Where the receiver's reports prove a loss.  A channel is a socket, and
+ * a socket delivers in order: a hole the receiver reports is lost only
+ * once it holds a segment sent after it on the same channel.  Tiny
+ * fragments on the priority channel legitimately overtake data ones (the
+ * receiver reads its priority channel first, and a deep window lets
+ * hundreds of them pass one data segment), so a later segment of the
+ * other channel proves nothing.  above[c] is one past the highest position
+ * (after acked_seq + 1) the receiver holds of a segment last posted on
+ * channel c; 0 if none. */
+typedef struct {
+    uint32_t above[OPAL_BTL_USNIC_NUM_CHANNELS];
+} held_evidence_t;
+
+static void evidence_add(const opal_btl_usnic_endpoint_t *ep, held_evidence_t *ev, uint32_t pos)
+{
+    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+    if (NULL != seg && seg->channel < OPAL_BTL_USNIC_NUM_CHANNELS && pos + 1 > ev->above[seg->channel]) {
+        ev->above[seg->channel] = pos + 1;
+    }
+}
+
+/* Is the hole at |pos|, below the highest held segment, lost (a later one
+ * of its channel held; a copy resent already: a round trip without it is
+ * proof enough), and has it waited a round trip? */
+static bool hole_lost(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                      const held_evidence_t *ev, uint32_t pos)
+{
+    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+    if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || seg->channel >= OPAL_BTL_USNIC_NUM_CHANNELS) {
+        return false;
+    }
+    return (seg->retries > 0 || pos < ev->above[seg->channel]) && seg_overdue(eng, ep, seg);
+}
+
+/* What the 16 selective ACK bits of an ACK (relative to acked_seq, which
+ * it has just set) prove held: bit i is position i + 1 */
+static held_evidence_t sack_bits_evidence(const opal_btl_usnic_endpoint_t *ep, uint16_t sack)
+{
+    held_evidence_t ev = {{0}};
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    for (uint32_t i = 0; i < 16 && i + 1 < in_flight; ++i) {
+        if (sack & (1u << i)) {
+            evidence_add(ep, &ev, i + 1);
+        }
+    }
+    return ev;
+}
+
+/* The receiver's selective ACK bits: every segment it lacks that a later
+ * one of its channel proves lost, and sent more than a round trip ago, is
+ * resent now instead of one hole per round trip or per timeout. */
 static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint16_t sack)
 {
     if (0 == sack) {
         return;
     }
+    held_evidence_t ev = sack_bits_evidence(ep, sack);
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
-    int top = 31 - __builtin_clz((unsigned) sack); /* highest reported */
-    for (int i = -1; i < top; ++i) {               /* -1: acked_seq + 1, always missing */
-        if (i >= 0 && (sack & (1u << i))) {
-            continue;
-        }
-        uint32_t pos = (uint32_t) (i + 1); /* segments after acked_seq + 1 */
-        if (pos >= in_flight) {
-            break;
-        }
-        opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
-        if (NULL != seg && !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) && seg_overdue(eng, ep, seg)) {
-            retransmit_now(eng, ep, seg);
+    uint32_t top = (uint32_t) (32 - __builtin_clz((unsigned) sack)); /* the highest held, bit i = position i + 1 */
+    for (uint32_t pos = 0; pos < top && pos < in_flight; ++pos) { /* 0: acked_seq + 1, always missing */
+        if ((0 == pos || !(sack & (1u << (pos - 1)))) && hole_lost(eng, ep, &ev, pos)) {
+            retransmit_now(eng, ep, seg_at(ep, pos));
             OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
         }
     }
@@ -338,17 +384,12 @@ static uint16_t sack_bits(const opal_btl_usnic_endpoint_t *ep)
     return bits;
 }
 
-/* The in-flight segment |pos| places after acked_seq + 1 */
-static opal_btl_usnic_send_seg_t *seg_at(const opal_btl_usnic_endpoint_t *ep, uint32_t pos)
-{
-    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
-}
-
 void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                      const opal_btl_usnic_sack_range_t *ranges, unsigned n)
 {
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     uint32_t top = 0; /* one past the highest position the peer holds */
+    held_evidence_t ev = {{0}};
     for (unsigned i = 0; i < n && i < OPAL_BTL_USNIC_SACK_RANGES; ++i) {
         uint32_t start = (uint32_t) opal_btl_usnic_host16(ranges[i].start) + 1; /* ack_seq + 1 is the hole */
         uint32_t end = start + opal_btl_usnic_host16(ranges[i].len);
@@ -363,20 +404,34 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
             if (NULL != seg) {
                 seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_SACKED;
             }
+            evidence_add(ep, &ev, pos);
         }
         if (end > top) {
             top = end;
         }
     }
-    /* every segment below the highest held one that the peer lacks is
+    /* every segment the peer lacks below a held one of its channel is
      * lost once it waited a round trip: a lost batch goes again as one */
     for (uint32_t pos = 0; pos < top; ++pos) {
-        opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
-        if (NULL != seg && !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) && seg_overdue(eng, ep, seg)) {
-            retransmit_now(eng, ep, seg);
+        if (hole_lost(eng, ep, &ev, pos)) {
+            retransmit_now(eng, ep, seg_at(ep, pos));
             OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
         }
     }
+}
+
+/* May a duplicate ACK with selective ACK bits |sack| count against the
+ * oldest un-ACKed segment?  Bits that name only segments of the other
+ * channel prove nothing (see held_evidence_t); without bits the arrival
+ * lies further on, and the duplicate counts as it always did. */
+static bool dup_ack_counts(const opal_btl_usnic_endpoint_t *ep, uint16_t sack)
+{
+    if (0 == sack) {
+        return true;
+    }
+    held_evidence_t ev = sack_bits_evidence(ep, sack);
+    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, 0);
+    return NULL != seg && seg->channel < OPAL_BTL_USNIC_NUM_CHANNELS && 0 < ev.above[seg->channel];
 }
 
 static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -476,10 +531,14 @@ static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
     ep->tx.peer_credit = (uint64_t) credit * OPAL_BTL_USNIC_CREDIT_UNIT;
 }
 
-/* |seg| left the window: it no longer costs the receiver */
+/* |seg| left the window: it no longer costs the receiver, nor holds the
+ * data channel */
 static void charge_release(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_seg_t *seg)
 {
     ep->tx.in_flight_charge -= (seg->charge < ep->tx.in_flight_charge) ? seg->charge : ep->tx.in_flight_charge;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL == seg->channel && ep->tx.data_unacked > 0) {
+        --ep->tx.data_unacked;
+    }
 }
 
 bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -503,8 +562,8 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         if (reports_arrival && 0 != opal_btl_usnic_endpoint_in_flight(ep)) {
             OPAL_BTL_USNIC_STAT_INC(eng, num_dup_acks);
             ++ep->tx.dup_acks;
-            if (OPAL_BTL_USNIC_DUPACK_THRESHOLD == ep->tx.dup_acks ||
-                (ep->tx.dup_acks > OPAL_BTL_USNIC_DUPACK_THRESHOLD && oldest_overdue(eng, ep))) {
+            if (dup_ack_counts(ep, sack) && (OPAL_BTL_USNIC_DUPACK_THRESHOLD == ep->tx.dup_acks ||
+                                         (ep->tx.dup_acks > OPAL_BTL_USNIC_DUPACK_THRESHOLD && oldest_overdue(eng, ep)))) {
                 fast_retransmit(eng, ep);
             }
         }
@@ -526,6 +585,7 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     ep->tx.acked_seq = ack_seq;
     if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
         ep->tx.in_flight_charge = 0;
+        ep->tx.data_unacked = 0;
     }
     ep->tx.dup_acks = 0;
     after_ack_advance(eng, ep);

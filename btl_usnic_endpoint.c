@@ -53,6 +53,7 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.active_epoch = 0;
     ep->tx.peer_credit = 0;
     ep->tx.in_flight_charge = 0;
+    ep->tx.data_unacked = 0;
     memset(&ep->tx.peer_charge, 0, sizeof(ep->tx.peer_charge));
     ep->window = 0;
     ep->hotel_ready = false;

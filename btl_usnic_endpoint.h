@@ -40,6 +40,8 @@ struct mca_btl_base_endpoint_t {
         uint64_t peer_credit;            /* the peer's last grant: charge (bytes, btl_usnic_charge.h)
                                             we may have un-ACKed past acked_seq */
         uint64_t in_flight_charge;       /* what our un-ACKed segments cost the peer */
+        uint32_t data_unacked;           /* un-ACKed segments last posted on the data channel: while
+                                            any, tiny fragments follow them there (send.c) */
         opal_btl_usnic_charge_t peer_charge; /* the peer's charge per datagram, by size (its modex) */
         opal_btl_usnic_send_seg_t **sent;
         uint32_t next_frag_id;

@@ -1,10 +1,11 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * What this host's kernel charges a UDP socket's receive buffer per
- * datagram (btl_usnic_charge.h), measured once per module on a scratch
- * socket: both wires whose datagrams wait in a kernel socket (the socket
- * wire, and the ofi wire on libfabric's udp provider) publish it.
+ * The kernel socket buffers our datagrams wait in, for both wires whose
+ * datagrams wait in one (the socket wire, and the ofi wire on libfabric's
+ * udp provider): the size asked for, and what the kernel charges a UDP
+ * socket's receive buffer per datagram (btl_usnic_charge.h), measured
+ * once per module on a scratch socket.
  */
 #include "opal_config.h"
 
@@ -30,6 +31,16 @@
 /* A NIC's driver hands the socket frames in buffers of its own (half a
  * page for most at MTU 1500): off loopback no datagram counts as less */
 #define KCHARGE_NIC_FLOOR 2304
+
+long opal_btl_usnic_socket_buffer(int fd, int force_opt, int opt, int want)
+{
+    if (0 != setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want))) {
+        (void) setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
+    }
+    int got = 0;
+    socklen_t len = sizeof(got);
+    return (0 == getsockopt(fd, SOL_SOCKET, opt, &got, &len)) ? got : -1;
+}
 
 /* Kernel memory of the datagrams waiting in |fd|'s receive buffer */
 static long rmem_alloc(int fd)

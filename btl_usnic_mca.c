@@ -269,10 +269,10 @@ int opal_btl_usnic_component_register_params(void)
         "kernel >= 5.0).  false = one datagram per receive",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->sock_gro);
     ok &= reg_int("sock_rcvbuf",
-                  "Socket wire: bytes of kernel receive buffer asked for on the data channel (the priority "
-                  "channel asks for a quarter, at least 256 KiB).  Privileged processes get it (SO_RCVBUFFORCE); "
-                  "others at most net.core.rmem_max.  What was granted is reported at verbose level 5 and sizes "
-                  "the window and the receiver's grants",
+                  "Bytes of kernel receive buffer asked for on each channel's UDP socket: the socket wire's, "
+                  "and the udp provider's under the ofi wire.  Privileged processes get it (SO_RCVBUFFORCE); "
+                  "others at most net.core.rmem_max.  What was granted is reported at verbose level 5; the "
+                  "smaller channel's is the receive capacity the receiver's grants share",
                   4 << 20, 65536, 1 << 30, OPAL_INFO_LVL_5, &c->sock_rcvbuf);
     ok &= reg_int("sock_sndbuf",
                   "Socket wire: bytes of kernel send buffer asked for (SO_SNDBUFFORCE if privileged, else at most "

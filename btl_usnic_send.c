@@ -226,6 +226,9 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     ep->tx.sent[seq % ep->window] = seg;
     seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
     ep->tx.in_flight_charge += seg->charge;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
+        ++ep->tx.data_unacked;
+    }
     flight_list_add(eng, ep);
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     if (in_flight > eng->stats.max_sent_window) {
@@ -235,10 +238,26 @@ static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     return OPAL_SUCCESS;
 }
 
-/* Channel for a first transmission of a whole fragment */
-static int frag_channel(const opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_seg_t *seg)
+/* Channel for a first transmission of a whole fragment of |wire_len|
+ * bytes: a tiny one takes the priority channel, unless segments of ours
+ * on the data channel are un-ACKed.  The PML gets a peer's fragments in
+ * order, so a tiny one that overtook them would only wait at the
+ * receiver (held, copied, and ACKed at once as out of order), and its
+ * arrival ahead of them would look like their loss. */
+static int frag_channel(const opal_btl_usnic_endpoint_t *ep, size_t wire_len)
 {
-    return (seg->wire_len <= ep->tiny_mtu) ? OPAL_BTL_USNIC_PRIORITY_CHANNEL : OPAL_BTL_USNIC_DATA_CHANNEL;
+    return (wire_len <= ep->tiny_mtu && 0 == ep->tx.data_unacked) ? OPAL_BTL_USNIC_PRIORITY_CHANNEL
+                                                                  : OPAL_BTL_USNIC_DATA_CHANNEL;
+}
+
+/* The wire holds data-channel posts back for a batch: send them now,
+ * without PML callbacks inside the PML's own call */
+static void flush_now(opal_btl_usnic_engine_t *eng)
+{
+    bool deferred = eng->defer_callbacks;
+    eng->defer_callbacks = true;
+    eng->wire->flush(eng);
+    eng->defer_callbacks = deferred;
 }
 
 static bool have_credit(const opal_btl_usnic_engine_t *eng, int channel)
@@ -270,17 +289,19 @@ static void small_frag_gather(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_
 bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
 {
     opal_btl_usnic_engine_t *eng = ep->eng;
+    size_t wire_len = sizeof(opal_btl_usnic_hdr_t) + frag->total_len;
+    int channel = frag_channel(ep, wire_len);
     if (OPAL_BTL_USNIC_FRAG_SMALL != frag->kind || ep->failed || !opal_list_is_empty(&ep->tx.queue) ||
-        !opal_btl_usnic_endpoint_room_for(ep, sizeof(opal_btl_usnic_hdr_t) + frag->total_len) ||
-        !have_credit(eng, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
+        frag->total_len > ep->max_tiny_payload || !opal_btl_usnic_endpoint_room_for(ep, wire_len) ||
+        !have_credit(eng, channel)) {
         return false;
     }
     small_frag_gather(eng, frag);
-    if (frag->total_len > ep->max_tiny_payload) {
+    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, channel)) {
         return false;
     }
-    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL)) {
-        return false;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
+        flush_now(eng);
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_sends);
     OPAL_BTL_USNIC_STAT_INC(eng, num_frag_sends);
@@ -482,7 +503,7 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
 {
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        int channel = frag_channel(ep, &frag->seg);
+        int channel = frag_channel(ep, frag->seg.wire_len);
         if (!have_credit(eng, channel)) {
             return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
         }
@@ -546,6 +567,9 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
         seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
     }
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL != seg->channel) {
+        ++ep->tx.data_unacked; /* its copy is a data-channel segment from now on */
+    }
     seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
     opal_btl_usnic_seg_seal(eng, ep, seg);
     int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);

@@ -335,6 +335,12 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
     }
     module->caps.port[c] = ntohs(sin.sin_port);
     chan->sock_fd = opal_btl_usnic_socket_fd(module->ipv4, module->caps.port[c]);
+    if (chan->sock_fd >= 0) {
+        /* the udp provider's socket: as deep as the socket wire's (the
+         * kernel default holds 92 datagrams of 1472 bytes) */
+        (void) opal_btl_usnic_socket_buffer(chan->sock_fd, SO_RCVBUFFORCE, SO_RCVBUF,
+                                            mca_btl_usnic_component.sock_rcvbuf);
+    }
     return channel_post_all_recvs(module, c);
 }
 

@@ -638,19 +638,6 @@ static void show_sock_error(opal_btl_usnic_module_t *module, const char *call, i
                              strerror(err));
 }
 
-/* A socket buffer of |want| bytes: forced where we may (root, or
- * CAP_NET_ADMIN), else as much as net.core.[rw]mem_max allows.  Returns
- * what the kernel granted. */
-static long ask_buffer(int fd, int force_opt, int opt, int want)
-{
-    if (0 != setsockopt(fd, SOL_SOCKET, force_opt, &want, sizeof(want))) {
-        (void) setsockopt(fd, SOL_SOCKET, opt, &want, sizeof(want));
-    }
-    int got = 0;
-    socklen_t len = sizeof(got);
-    return (0 == getsockopt(fd, SOL_SOCKET, opt, &got, &len)) ? got : -1;
-}
-
 /* A non-blocking UDP socket bound to |ipv4| (any port), with the DF bit
  * set: a datagram the path cannot carry fails instead of fragmenting */
 static int bound_socket(uint32_t ipv4, int *err_p)
@@ -744,8 +731,8 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
         show_sock_error(module, "socket/bind", err);
         return OPAL_ERR_UNREACH;
     }
-    ch->rcvbuf = ask_buffer(ch->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
-    ch->sndbuf = ask_buffer(ch->fd, SO_SNDBUFFORCE, SO_SNDBUF, comp->sock_sndbuf);
+    ch->rcvbuf = opal_btl_usnic_socket_buffer(ch->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);
+    ch->sndbuf = opal_btl_usnic_socket_buffer(ch->fd, SO_SNDBUFFORCE, SO_SNDBUF, comp->sock_sndbuf);
     int one = 1;
     ch->gro = want_gro && 0 == setsockopt(ch->fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
     if (want_gro && !ch->gro) {

@@ -335,20 +335,23 @@ static void test_flush_points(void)
     CHECK_EQ(fx_progress(&q.fx), 2);
     CHECK_EQ(q.nflush, 2);
     CHECK_EQ(q.flush_at[1], 5);
-    /* a tiny fragment on the priority channel is not held: no flush */
+    /* a tiny fragment behind un-ACKed data follows it on the data
+     * channel, flushed at once (the fast path) */
     FX_SEND_TINY(&q.fx, ep, 1, NULL);
     CHECK_EQ(q.fx.nposts, 6);
-    CHECK_EQ(q.nflush, 2);
+    CHECK_EQ(fx_last_post(&q.fx)->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    CHECK_EQ(q.nflush, 3);
+    CHECK_EQ(q.flush_at[2], 6);
     fx_complete_all(&q.fx);
     /* an expiry alone posts nothing */
     CHECK(fx_expire_next(&q.fx));
-    CHECK_EQ(q.nflush, 2);
+    CHECK_EQ(q.nflush, 3);
     /* the resends go by progress, flushed */
     size_t before = q.fx.nposts;
     int n = fx_progress(&q.fx);
     CHECK_GT(n, 0);
-    CHECK_EQ(q.nflush, 3);
-    CHECK_EQ(q.flush_at[2], before + (size_t) n);
+    CHECK_EQ(q.nflush, 4);
+    CHECK_EQ(q.flush_at[3], before + (size_t) n);
     fx_complete_all(&q.fx);
     /* an explicit ACK alone is a post too: flushed */
     uint8_t buf[FX_MTU];
@@ -357,21 +360,28 @@ static void test_flush_points(void)
     before = q.fx.nposts;
     CHECK_EQ(fx_progress(&q.fx), 1);
     CHECK_EQ(fx_post_hdr(&q.fx.posts[before])->type, OPAL_BTL_USNIC_PKT_ACK);
-    CHECK_EQ(q.nflush, 4);
+    CHECK_EQ(q.nflush, 5);
     fx_complete_all(&q.fx);
     /* the owner away: resend_away flushes its copies */
     fx_set_time(&q.fx, q.fx.now + 100000);
     before = q.fx.nposts;
     int copies = opal_btl_usnic_resend_away(&q.fx.eng);
     CHECK_EQ(copies, 6);
-    CHECK_EQ(q.nflush, 5);
-    CHECK_EQ(q.flush_at[4], before + 6);
+    CHECK_EQ(q.nflush, 6);
+    CHECK_EQ(q.flush_at[5], before + 6);
     /* within its back-off it does nothing, and flushes nothing */
     CHECK_EQ(opal_btl_usnic_resend_away(&q.fx.eng), 0);
-    CHECK_EQ(q.nflush, 5);
+    CHECK_EQ(q.nflush, 6);
+    fx_complete_all(&q.fx);
+    opal_btl_usnic_handle_ack(&q.fx.eng, ep, ISN + 5);
+    /* nothing un-ACKed: a tiny fragment takes the priority channel, which
+     * holds nothing back: no flush */
+    FX_SEND_TINY(&q.fx, ep, 1, NULL);
+    CHECK_EQ(fx_last_post(&q.fx)->channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    CHECK_EQ(q.nflush, 6);
     fx_complete_all(&q.fx);
     CHECK_EQ(q.fx.flushes, q.nflush);
-    opal_btl_usnic_handle_ack(&q.fx.eng, ep, ISN + 5);
+    opal_btl_usnic_handle_ack(&q.fx.eng, ep, ISN + 6);
     CHECK(fx_all_recycled(&q.fx));
     fx_fini(&q.fx);
 }

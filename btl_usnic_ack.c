@@ -80,11 +80,18 @@
  * channel.
  *
  * Selective ACKs.  Every ACK also carries 16 bits: which of the 16
- * segments after the first missing one the receiver already has.  The
- * sender resends each hole below the highest reported segment once it has
- * waited a round trip (sack_repair), so heavy loss costs one round trip
- * per batch of holes instead of one per hole or a timeout each.  A
- * receiver ACKs at once when a segment arrives out of order.
+ * segments after the first missing one the receiver already has (and an
+ * explicit ACK up to 8 ranges).  The sender resends each hole that a
+ * later reported segment of the hole's own channel proves lost once it
+ * has waited a round trip (sack_repair), so heavy loss costs one round
+ * trip per batch of holes instead of one per hole or a timeout each.  A
+ * channel is a socket, and a socket delivers in order; segments of the
+ * other channel prove nothing (the receiver reads its priority channel
+ * first), and a copy already resent counts as lost after a round trip.
+ * Tiny fragments rarely overtake data ones anyway: they take the priority
+ * channel only while none of the peer's data-channel segments is
+ * un-ACKed (btl_usnic_send.c).  A receiver ACKs at once when a segment
+ * arrives out of order.
  *
  * Premature timeouts.  A polling peer that is descheduled (a busy host, a
  * VM whose vCPU is preempted: on the 2-core test VM, stalls above 0.5 ms
@@ -111,7 +118,8 @@
  * Duplicate ACKs.  An ACK equal to acked_seq while segments are in flight
  * means the receiver saw something beyond a hole: the second such
  * duplicate for a given ACK value (the first may be reordering between the
- * two channels) fast-retransmits acked_seq + 1.  Later duplicates of the
+ * two channels) fast-retransmits acked_seq + 1, unless its selective-ACK
+ * bits name only segments of the other channel than acked_seq + 1's.  Later duplicates of the
  * same value retransmit it again only once it is overdue (sent more than
  * a round trip ago, see oldest_overdue), so a burst of duplicates does not
  * become a burst of resends, and a lost retransmission does not wait for a

@@ -19,7 +19,11 @@
 # also under 1% loss), and the
 # randomized differential stress (random patterns, sizes and datatypes,
 # every byte checked and compared with vader, lossless, at 1% loss, with
-# duplication and reordering, on a busy host), and the MPI, threads,
+# duplication and reordering, on a busy host), communication patterns
+# (bench/patterns.c: one-way streams to a busy receiver, derived
+# datatypes, unexpected floods, probes, protocol boundaries, collectives;
+# data verified over both wires and tcp, and usnic's time at most 3x
+# btl/tcp's per pattern, test/perf), and the MPI, threads,
 # duplication/reordering, PUT, 1% loss and two-host suites again over
 # test/provider's "dgcheck", a libfabric provider with the usnic
 # provider's contract (registered memory, a message prefix, small CQs)
@@ -185,6 +189,8 @@ run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/f
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash "$ROOT/test/dynamic/run-dynamic-tests.sh"
 run_suite "randomized differential stress (usnic vs vader)" bash "$ROOT/test/stress/run-stress.sh"
+run_suite "communication patterns: data on both wires and tcp, usnic/tcp time at most 3x" \
+    bash "$ROOT/test/perf/run-pattern-tests.sh"
 run_suite "dgcheck test provider (usnic contract: registered memory, prefix, small CQs)" \
     bash "$ROOT/test/provider/run-provider-tests.sh"
 

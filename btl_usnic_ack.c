@@ -85,9 +85,10 @@
  * later reported segment of the hole's own channel proves lost once it
  * has waited a round trip (sack_repair), so heavy loss costs one round
  * trip per batch of holes instead of one per hole or a timeout each.  A
- * channel is a socket, and a socket delivers in order; segments of the
- * other channel prove nothing (the receiver reads its priority channel
- * first), and a copy already resent counts as lost after a round trip.
+ * channel is a socket, and a socket delivers in order; the receiver
+ * reads its priority channel first, so a later data segment also proves
+ * a priority hole, while a later priority segment proves nothing about a
+ * data hole; a copy already resent counts as lost after a round trip.
  * Tiny fragments rarely overtake data ones anyway: they take the priority
  * channel only while none of the peer's data-channel segments is
  * un-ACKed (btl_usnic_send.c).  A receiver ACKs at once when a segment
@@ -119,7 +120,8 @@
  * means the receiver saw something beyond a hole: the second such
  * duplicate for a given ACK value (the first may be reordering between the
  * two channels) fast-retransmits acked_seq + 1, unless its selective-ACK
- * bits name only segments of the other channel than acked_seq + 1's.  Later duplicates of the
+ * bits name only segments that prove nothing about it (priority ones,
+ * for a data segment).  Later duplicates of the
  * same value retransmit it again only once it is overdue (sent more than
  * a round trip ago, see oldest_overdue), so a burst of duplicates does not
  * become a burst of resends, and a lost retransmission does not wait for a
@@ -139,6 +141,7 @@
 #include "opal_config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "btl_usnic_ack.h"
 #include "btl_usnic_endpoint.h"
@@ -313,70 +316,104 @@ static opal_btl_usnic_send_seg_t *seg_at(const opal_btl_usnic_endpoint_t *ep, ui
     return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
 }
 
-/* Where the receiver's reports prove a loss.  A channel is a socket, and
- * a socket delivers in order: a hole the receiver reports is lost only
- * once it holds a segment sent after it on the same channel.  Tiny
- * fragments on the priority channel legitimately overtake data ones (the
- * receiver reads its priority channel first, and a deep window lets
- * hundreds of them pass one data segment), so a later segment of the
- * other channel proves nothing.  above[c] is one past the highest position
- * (after acked_seq + 1) the receiver holds of a segment last posted on
- * channel c; 0 if none. */
+/* Where the receiver's reports prove a loss (RACK's idea, per channel).
+ * A channel is a socket, and a socket delivers in order: a hole is lost
+ * once the receiver holds a segment sent on the same channel no earlier
+ * than the hole's last copy (one pass posts its datagrams at one time;
+ * the held one's higher position breaks the tie).  The receiver reads its
+ * priority channel first, so a data segment held proves a priority hole
+ * too; tiny fragments on the priority channel legitimately overtake data
+ * ones, so a priority segment proves nothing about a data hole.  A copy
+ * already resent is proven lost only by what was sent after it, else the
+ * timeout decides: behind a slow receiver it may wait in its queue long
+ * after a round trip's estimate.  |held[c]|: the receiver holds, above the
+ * hole, a segment last posted on channel c, the latest of them sent at
+ * |latest[c]|. */
 typedef struct {
-    uint32_t above[OPAL_BTL_USNIC_NUM_CHANNELS];
+    bool held[OPAL_BTL_USNIC_NUM_CHANNELS];
+    uint64_t latest[OPAL_BTL_USNIC_NUM_CHANNELS];
 } held_evidence_t;
 
-static void evidence_add(const opal_btl_usnic_endpoint_t *ep, held_evidence_t *ev, uint32_t pos)
+static void evidence_add(held_evidence_t *ev, const opal_btl_usnic_send_seg_t *seg)
 {
-    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
-    if (NULL != seg && seg->channel < OPAL_BTL_USNIC_NUM_CHANNELS && pos + 1 > ev->above[seg->channel]) {
-        ev->above[seg->channel] = pos + 1;
-    }
-}
-
-/* Is the hole at |pos|, below the highest held segment, lost (a later one
- * of its channel held; a copy resent already: a round trip without it is
- * proof enough), and has it waited a round trip? */
-static bool hole_lost(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
-                      const held_evidence_t *ev, uint32_t pos)
-{
-    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
-    if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || seg->channel >= OPAL_BTL_USNIC_NUM_CHANNELS) {
-        return false;
-    }
-    return (seg->retries > 0 || pos < ev->above[seg->channel]) && seg_overdue(eng, ep, seg);
-}
-
-/* What the 16 selective ACK bits of an ACK (relative to acked_seq, which
- * it has just set) prove held: bit i is position i + 1 */
-static held_evidence_t sack_bits_evidence(const opal_btl_usnic_endpoint_t *ep, uint16_t sack)
-{
-    held_evidence_t ev = {{0}};
-    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
-    for (uint32_t i = 0; i < 16 && i + 1 < in_flight; ++i) {
-        if (sack & (1u << i)) {
-            evidence_add(ep, &ev, i + 1);
-        }
-    }
-    return ev;
-}
-
-/* The receiver's selective ACK bits: every segment it lacks that a later
- * one of its channel proves lost, and sent more than a round trip ago, is
- * resent now instead of one hole per round trip or per timeout. */
-static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint16_t sack)
-{
-    if (0 == sack) {
+    if (NULL == seg || seg->channel >= OPAL_BTL_USNIC_NUM_CHANNELS) {
         return;
     }
-    held_evidence_t ev = sack_bits_evidence(ep, sack);
-    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
-    uint32_t top = (uint32_t) (32 - __builtin_clz((unsigned) sack)); /* the highest held, bit i = position i + 1 */
-    for (uint32_t pos = 0; pos < top && pos < in_flight; ++pos) { /* 0: acked_seq + 1, always missing */
-        if ((0 == pos || !(sack & (1u << (pos - 1)))) && hole_lost(eng, ep, &ev, pos)) {
+    unsigned c = seg->channel;
+    if (!ev->held[c] || seg->sent_time > ev->latest[c]) {
+        ev->held[c] = true;
+        ev->latest[c] = seg->sent_time;
+    }
+}
+
+static bool evidence_proves(const held_evidence_t *ev, const opal_btl_usnic_send_seg_t *hole)
+{
+    unsigned c = hole->channel;
+    if (c >= OPAL_BTL_USNIC_NUM_CHANNELS) {
+        return false;
+    }
+    bool own = ev->held[c] && ev->latest[c] >= hole->sent_time;
+    bool data = OPAL_BTL_USNIC_PRIORITY_CHANNEL == c && ev->held[OPAL_BTL_USNIC_DATA_CHANNEL] &&
+                ev->latest[OPAL_BTL_USNIC_DATA_CHANNEL] >= hole->sent_time;
+    return own || data;
+}
+
+/* Below position |top| (one past the highest the receiver holds): every
+ * hole that a held segment above it proves lost (SACKED: held) is resent
+ * once it waited a round trip, oldest first; a lost batch goes again as
+ * one.  The evidence gathers from the top down, the resends go bottom up. */
+static void repair_proven_holes(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint32_t top)
+{
+    uint8_t lost[OPAL_BTL_USNIC_WINDOW_LIMIT];
+    if (top > OPAL_BTL_USNIC_WINDOW_LIMIT) {
+        top = OPAL_BTL_USNIC_WINDOW_LIMIT;
+    }
+    held_evidence_t ev;
+    memset(&ev, 0, sizeof(ev));
+    for (uint32_t pos = top; pos-- > 0;) {
+        const opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+        lost[pos] = 0;
+        if (NULL == seg) {
+            continue;
+        }
+        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) {
+            evidence_add(&ev, seg);
+        } else {
+            lost[pos] = evidence_proves(&ev, seg) && seg_overdue(eng, ep, seg);
+        }
+    }
+    for (uint32_t pos = 0; pos < top; ++pos) {
+        if (lost[pos]) {
             retransmit_now(eng, ep, seg_at(ep, pos));
             OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
         }
+    }
+}
+
+/* Mark what the 16 selective ACK bits of an ACK (relative to acked_seq,
+ * which it has just set: bit i is position i + 1) say the receiver holds;
+ * returns one past the highest such position (0: none) */
+static uint32_t sack_bits_take(opal_btl_usnic_endpoint_t *ep, uint16_t sack)
+{
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < 16 && i + 1 < in_flight; ++i) {
+        opal_btl_usnic_send_seg_t *seg = seg_at(ep, i + 1);
+        if ((sack & (1u << i)) && NULL != seg) {
+            seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_SACKED;
+            top = i + 2;
+        }
+    }
+    return top;
+}
+
+/* The receiver's selective ACK bits: every segment it lacks that a held
+ * one proves lost, and sent more than a round trip ago, is resent now
+ * instead of one hole per round trip or per timeout. */
+static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint16_t sack)
+{
+    if (0 != sack) {
+        repair_proven_holes(eng, ep, sack_bits_take(ep, sack));
     }
 }
 
@@ -397,7 +434,6 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
 {
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     uint32_t top = 0; /* one past the highest position the peer holds */
-    held_evidence_t ev = {{0}};
     for (unsigned i = 0; i < n && i < OPAL_BTL_USNIC_SACK_RANGES; ++i) {
         uint32_t start = (uint32_t) opal_btl_usnic_host16(ranges[i].start) + 1; /* ack_seq + 1 is the hole */
         uint32_t end = start + opal_btl_usnic_host16(ranges[i].len);
@@ -412,34 +448,33 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
             if (NULL != seg) {
                 seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_SACKED;
             }
-            evidence_add(ep, &ev, pos);
         }
         if (end > top) {
             top = end;
         }
     }
-    /* every segment the peer lacks below a held one of its channel is
-     * lost once it waited a round trip: a lost batch goes again as one */
-    for (uint32_t pos = 0; pos < top; ++pos) {
-        if (hole_lost(eng, ep, &ev, pos)) {
-            retransmit_now(eng, ep, seg_at(ep, pos));
-            OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
-        }
-    }
+    repair_proven_holes(eng, ep, top);
 }
 
 /* May a duplicate ACK with selective ACK bits |sack| count against the
- * oldest un-ACKed segment?  Bits that name only segments of the other
- * channel prove nothing (see held_evidence_t); without bits the arrival
+ * oldest un-ACKed segment?  Bits that name only segments that prove
+ * nothing about it (see held_evidence_t) do not; without bits the arrival
  * lies further on, and the duplicate counts as it always did. */
 static bool dup_ack_counts(const opal_btl_usnic_endpoint_t *ep, uint16_t sack)
 {
-    if (0 == sack) {
+    const opal_btl_usnic_send_seg_t *oldest = seg_at(ep, 0);
+    if (0 == sack || NULL == oldest) {
         return true;
     }
-    held_evidence_t ev = sack_bits_evidence(ep, sack);
-    const opal_btl_usnic_send_seg_t *seg = seg_at(ep, 0);
-    return NULL != seg && seg->channel < OPAL_BTL_USNIC_NUM_CHANNELS && 0 < ev.above[seg->channel];
+    held_evidence_t ev;
+    memset(&ev, 0, sizeof(ev));
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    for (uint32_t i = 0; i < 16 && i + 1 < in_flight; ++i) {
+        if (sack & (1u << i)) {
+            evidence_add(&ev, seg_at(ep, i + 1));
+        }
+    }
+    return evidence_proves(&ev, oldest);
 }
 
 static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)

@@ -95,6 +95,9 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
 {
     /* Windows are powers of two: slots are seq % window, and only a power
      * of two divides 2^32, so slots stay distinct across the wrap. */
+    if (window > OPAL_BTL_USNIC_WINDOW_LIMIT) {
+        window = OPAL_BTL_USNIC_WINDOW_LIMIT;
+    }
     while (0 != (window & (window - 1))) {
         window &= window - 1;
     }

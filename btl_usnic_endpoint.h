@@ -123,8 +123,14 @@ struct mca_btl_base_endpoint_t {
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 
+/* The largest window (btl_usnic_window's range): sequence numbers,
+ * bitmaps and reassembly slots per endpoint, and the stack of the loss
+ * detection (btl_usnic_ack.c) are sized by it */
+#define OPAL_BTL_USNIC_WINDOW_LIMIT 4096u
+
 /**
- * Give |ep| its reliability state: window of |window| segments, our first
+ * Give |ep| its reliability state: window of |window| segments (at most
+ * OPAL_BTL_USNIC_WINDOW_LIMIT), our first
  * sequence |local_isn|, the peer's first sequence |peer_isn|.
  * Returns OPAL_SUCCESS or OPAL_ERR_OUT_OF_RESOURCE.
  */

@@ -213,10 +213,11 @@ int opal_btl_usnic_component_register_params(void)
                   "also the receive buffer size of that channel (0: 768)",
                   0, 0, 65536, OPAL_INFO_LVL_5, &c->priority_limit);
     ok &= reg_int("window",
-                  "Send window: segments that may await an ACK per peer (0: half of the datagrams the data socket's "
-                  "real kernel receive buffer holds, so a lossless path does not overflow it).  Rounded down to a "
-                  "power of two; both peers use the smaller of their values",
-                  0, 0, 4096, OPAL_INFO_LVL_4, &c->window);
+                  "Send window: segments that may await an ACK per peer (0: half of the smallest datagrams the "
+                  "receive side holds, at most 1024; the receiver's credit, counted in what each datagram costs "
+                  "its buffer, limits larger datagrams further).  Rounded down to a power of two; both peers use "
+                  "the smaller of their values",
+                  0, 0, (int) OPAL_BTL_USNIC_WINDOW_LIMIT, OPAL_INFO_LVL_4, &c->window);
     ok &= reg_int("stats",
                   "If > 0, print per-module statistics every this many seconds and once more at finalize", 0, 0,
                   86400, OPAL_INFO_LVL_4, &c->stats);

@@ -417,8 +417,9 @@ static void test_sack_marks_exactly_held(void)
 }
 
 /* Holes below the highest held segment are resent once they waited a
- * round trip: not before, each once per round trip, never a held one,
- * never one above the highest held */
+ * round trip: not before, never a held one, never one above the highest
+ * held; a copy only once a segment sent after it is held (a round trip
+ * alone proves nothing: behind a slow receiver it may still be queued) */
 static void test_sack_holes_resent_when_overdue(void)
 {
     fx_t fx;
@@ -458,66 +459,138 @@ static void test_sack_holes_resent_when_overdue(void)
     fx_set_time(&fx, FX_RTO_MIN + FX_RTO_MIN / 2);
     rx_sack(&fx, ISN - 1, r, 2);
     CHECK_EQ(fx_resend_len(&fx), 0);
-    /* a round trip after the resend: again (the copies were lost too) */
+    /* a round trip after the resend: nothing held was sent after the
+     * copies, so nothing proves them lost (behind a slow receiver they may
+     * still be queued): their timeout decides */
     fx_set_time(&fx, 2 * FX_RTO_MIN);
     rx_sack(&fx, ISN - 1, r, 2);
-    CHECK(resend_list_is(&fx, holes, 5));
-    CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 10);
-    CHECK_EQ(fx_progress(&fx), 5);
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 5);
+    /* two fragments sent after the copies (on the data channel, behind
+     * them) are held: the copies are lost too, and so are ISN+10..19
+     * (priority-channel originals below a held data segment: the
+     * receiver reads its priority channel first) */
+    opal_btl_usnic_send_seg_t *later[2];
+    FX_SEND_TINY(&fx, ep, 2, later);
+    CHECK_EQ(later[0]->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
     fx_complete_all(&fx);
-    /* a partial cumulative ACK: the ranges are relative to the new value */
     fx_set_time(&fx, 3 * FX_RTO_MIN);
-    const range_t r2[] = {{0, 2}}; /* ACK ISN+6: ISN+8, ISN+9 held, ISN+7 the hole */
+    const range_t r_later[] = {{1, 3}, {7, 2}, {19, 2}}; /* ... and ISN+20, ISN+21 */
+    rx_sack(&fx, ISN - 1, r_later, 3);
+    static const uint32_t holes2[] = {ISN,      ISN + 1,  ISN + 5,  ISN + 6,  ISN + 7,  ISN + 10, ISN + 11, ISN + 12,
+                                      ISN + 13, ISN + 14, ISN + 15, ISN + 16, ISN + 17, ISN + 18, ISN + 19};
+    CHECK(resend_list_is(&fx, holes2, 15));
+    CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 20);
+    CHECK_EQ(fx_progress(&fx), 15);
+    fx_complete_all(&fx);
+    /* a partial cumulative ACK: the ranges are relative to the new value;
+     * one more fragment sent with the second copies (same time, later
+     * position) proves ISN+7's lost */
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 4 * FX_RTO_MIN);
+    const range_t r2[] = {{0, 15}}; /* ACK ISN+6: ISN+8..ISN+22 held, ISN+7 the hole */
     rx_sack(&fx, ISN + 6, r2, 1);
     static const uint32_t hole7[] = {ISN + 7};
     CHECK(resend_list_is(&fx, hole7, 1));
     fx_progress(&fx);
     fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 19);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 22);
     CHECK(fx_timers_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
 
-/* A channel is a socket, and a socket delivers in order: only a later
- * segment of the hole's own channel proves it lost.  Three tiny fragments
- * go on the priority channel (nothing on the data channel un-ACKed), then
- * a large one and a tiny one behind it on the data channel.  The receiver
- * holding the data channel's ISN+3 and ISN+4 proves nothing about the
- * priority channel's ISN..ISN+2, however long they wait (the receiver
- * reads its priority channel first, but a deep queue can delay either);
- * holding ISN+1 as well proves ISN lost, not ISN+2. */
+/* A channel is a socket, and a socket delivers in order; the receiver
+ * reads its priority channel first.  A large fragment on the data channel
+ * (ISN), a tiny one behind it (ISN+1: the data channel too, since ISN is
+ * un-ACKed), and once both are ACKed three tiny ones on the priority
+ * channel (ISN+2..4) and a large one (ISN+5, data).  A later priority
+ * segment held proves a priority hole lost; so does a later data one. */
 static void test_sack_needs_a_later_segment_of_the_same_channel(void)
 {
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[3];
-    FX_SEND_TINY(&fx, ep, 3, segs);
-    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 1000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    uint8_t data[1000];
+    fx_fill(data, sizeof(data), 5);
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
     REQUIRE(NULL != big);
-    fx_fill((uint8_t *) big->segments[0].seg_addr.pval, 1000, 5);
+    memcpy(big->segments[0].seg_addr.pval, data, sizeof(data));
     CHECK_EQ(fx_send(&fx, ep, big, 7), 0);
     opal_btl_usnic_engine_progress(&fx.eng);
     FX_SEND_TINY(&fx, ep, 1, NULL);
-    REQUIRE_EQ(fx.nposts, 5);
-    for (size_t i = 0; i < 5; ++i) {
-        CHECK_EQ(fx.posts[i].channel, i < 3 ? OPAL_BTL_USNIC_PRIORITY_CHANNEL : OPAL_BTL_USNIC_DATA_CHANNEL);
-    }
+    REQUIRE_EQ(fx.nposts, 2);
+    CHECK_EQ(fx.posts[0].channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    CHECK_EQ(fx.posts[1].channel, OPAL_BTL_USNIC_DATA_CHANNEL); /* behind the un-ACKed data segment */
     fx_complete_all(&fx);
-    fx_set_time(&fx, 10 * FX_RTO_MIN); /* long overdue */
-    const range_t data_only[] = {{2, 2}}; /* held: ISN+3, ISN+4 */
-    rx_sack(&fx, ISN - 1, data_only, 1);
-    CHECK_EQ(fx_resend_len(&fx), 0);
-    CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 0);
-    const range_t both[] = {{0, 1}, {2, 2}}; /* held: ISN+1, ISN+3, ISN+4 */
-    rx_sack(&fx, ISN - 1, both, 2);
-    static const uint32_t lost[] = {ISN};
-    CHECK(resend_list_is(&fx, lost, 1));
+    fx_set_time(&fx, 10 * FX_RTO_MIN);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    FX_SEND_TINY(&fx, ep, 3, NULL);
+    opal_btl_usnic_send_frag_t *big2 = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    REQUIRE(NULL != big2);
+    memcpy(big2->segments[0].seg_addr.pval, data, sizeof(data));
+    CHECK_EQ(fx_send(&fx, ep, big2, 8), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    REQUIRE_EQ(fx.nposts, 6);
+    for (size_t i = 2; i < 5; ++i) {
+        CHECK_EQ(fx.posts[i].channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL); /* nothing of the data channel un-ACKed */
+    }
+    CHECK_EQ(fx.posts[5].channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 20 * FX_RTO_MIN); /* long overdue */
+    /* ACK ISN+2; ISN+4 (priority) held: ISN+3 (priority) is proven lost,
+     * ISN+5 (above the highest held) may still be on its way */
+    const range_t prio_held[] = {{0, 1}}; /* ACK ISN+2: ISN+4 held */
+    rx_sack(&fx, ISN + 2, prio_held, 1);
+    static const uint32_t lost3[] = {ISN + 3};
+    CHECK(resend_list_is(&fx, lost3, 1));
     fx_progress(&fx);
     fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    fx_set_time(&fx, 30 * FX_RTO_MIN);
+    /* now only a data segment beyond a priority hole: proven too (the
+     * priority channel is read first) */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    const range_t data_held[] = {{1, 1}}; /* ACK ISN+3: ISN+4 missing, ISN+5 held */
+    rx_sack(&fx, ISN + 3, data_held, 1);
+    static const uint32_t lost4[] = {ISN + 4};
+    CHECK(resend_list_is(&fx, lost4, 1));
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
     CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* A data hole is not proven by later priority segments, however
+ * overdue: tiny ones overtake data ones */
+static void test_sack_priority_segments_prove_no_data_loss(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, PEER_ISN);
+    uint8_t data[1000];
+    fx_fill(data, sizeof(data), 5);
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    REQUIRE(NULL != big);
+    memcpy(big->segments[0].seg_addr.pval, data, sizeof(data));
+    CHECK_EQ(fx_send(&fx, ep, big, 7), 0);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    /* tiny ones that took the priority channel past it (as a peer that
+     * overtakes would send them): their channel says so */
+    FX_SEND_TINY(&fx, ep, 3, NULL);
+    REQUIRE_EQ(fx.nposts, 4);
+    for (size_t i = 1; i < 4; ++i) {
+        fx.posts[i].seg->channel = OPAL_BTL_USNIC_PRIORITY_CHANNEL;
+    }
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 10 * FX_RTO_MIN);
+    const range_t r[] = {{0, 3}}; /* ISN+1..3 held, ISN the hole */
+    rx_sack(&fx, ISN - 1, r, 1);
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 0);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -1009,6 +1082,7 @@ int main(int argc, char **argv)
         UNIT_TEST(test_sack_marks_exactly_held),
         UNIT_TEST(test_sack_holes_resent_when_overdue),
         UNIT_TEST(test_sack_needs_a_later_segment_of_the_same_channel),
+        UNIT_TEST(test_sack_priority_segments_prove_no_data_loss),
         UNIT_TEST(test_sack_overdue_uses_rtt),
         UNIT_TEST(test_sack_range_past_sent_clamped),
         UNIT_TEST(test_sack_range_wholly_past_sent_ignored),

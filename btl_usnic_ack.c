@@ -82,13 +82,15 @@
  * Selective ACKs.  Every ACK also carries 16 bits: which of the 16
  * segments after the first missing one the receiver already has (and an
  * explicit ACK up to 8 ranges).  The sender resends each hole that a
- * later reported segment of the hole's own channel proves lost once it
- * has waited a round trip (sack_repair), so heavy loss costs one round
- * trip per batch of holes instead of one per hole or a timeout each.  A
- * channel is a socket, and a socket delivers in order; the receiver
- * reads its priority channel first, so a later data segment also proves
- * a priority hole, while a later priority segment proves nothing about a
- * data hole; a copy already resent counts as lost after a round trip.
+ * reported segment proves lost once it has waited a round trip
+ * (sack_repair), so heavy loss costs one round trip per batch of holes
+ * instead of one per hole or a timeout each.  The proof (RACK's idea, per
+ * channel): a channel is a socket, and a socket delivers in order, so a
+ * hole is lost once the receiver holds a segment of its channel sent no
+ * earlier than the hole's last copy; the receiver reads its priority
+ * channel first, so a data segment also proves a priority hole, while a
+ * priority segment proves nothing about a data hole.  A copy is thus
+ * proven lost only by what was sent after it, else its timeout decides.
  * Tiny fragments rarely overtake data ones anyway: they take the priority
  * channel only while none of the peer's data-channel segments is
  * un-ACKed (btl_usnic_send.c).  A receiver ACKs at once when a segment

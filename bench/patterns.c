@@ -190,6 +190,18 @@ static void got(ctx_t *c, size_t n)
     c->bytes += (long long) n;
 }
 
+/* Message k from |src| of |n| bytes received into |buf| as MPI_BYTE:
+ * its status and bytes checked, the GUARD bytes after it untouched; the
+ * buffer poisoned again for the next one */
+static void check_byte_message(ctx_t *c, long k, const MPI_Status *st, unsigned char *buf, int src, size_t n)
+{
+    check_status(c, k, st, MPI_BYTE, src, tag_of(k), (int) n);
+    check_bytes(c, k, buf, slice(c, k, src, c->rank, n), n);
+    check_guard(c, k, buf + n, GUARD);
+    memset(buf, POISON, n);
+    got(c, n);
+}
+
 /* ------------------------------------------------------------------ */
 /* One-way streams, rank 0 -> rank 1                                    */
 /* ------------------------------------------------------------------ */
@@ -464,11 +476,7 @@ static void p_varsize(ctx_t *c, const pattern_t *p)
             size_t n = ((size_t) 1 << (h % 19)) + (size_t) ((h >> 8) % ((size_t) 1 << (h % 19)));
             MPI_Status st;
             MPI_Recv(buf, (int) cap, MPI_BYTE, 0, MPI_ANY_TAG, c->comm, &st);
-            check_status(c, k, &st, MPI_BYTE, 0, tag_of(k), (int) n);
-            check_bytes(c, k, buf, slice(c, k, 0, 1, n), n);
-            check_guard(c, k, buf + n, GUARD);
-            memset(buf, POISON, n);
-            got(c, n);
+            check_byte_message(c, k, &st, buf, 0, n);
         }
         free(buf);
     }
@@ -556,11 +564,7 @@ static void p_probe(ctx_t *c, const pattern_t *p)
             } else {
                 MPI_Recv(buf, cnt, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, c->comm, &st);
             }
-            check_status(c, k, &st, MPI_BYTE, 0, tag_of(k), (int) n);
-            check_bytes(c, k, buf, slice(c, k, 0, 1, n), n);
-            check_guard(c, k, buf + n, GUARD);
-            memset(buf, POISON, n);
-            got(c, n);
+            check_byte_message(c, k, &st, buf, 0, n);
         }
         free(buf);
     }

@@ -207,20 +207,6 @@ done
 
 PREFIX=()
 NETNS=""
-HOGS=()
-hogs_start() {
-    local cpu
-    for cpu in $(seq 0 $(($(nproc) - 1))); do
-        taskset -c "$cpu" sh -c 'while :; do :; done' &
-        HOGS+=($!)
-    done
-}
-hogs_stop() {
-    [[ ${#HOGS[@]} -gt 0 ]] || return 0
-    kill "${HOGS[@]}" 2>/dev/null
-    wait "${HOGS[@]}" 2>/dev/null
-    HOGS=()
-}
 cleanup() {
     hogs_stop
     [[ -n $NETNS ]] && netns_destroy

@@ -153,3 +153,20 @@ run_mpi() {
     [ "$rc" -eq 137 ] && rc=124
     return "$rc"
 }
+
+# A busy host: one spinning process pinned to each core (hogs_start),
+# killed and waited for by hogs_stop (safe to call twice)
+HOGS=()
+hogs_start() {
+    local cpu
+    for cpu in $(seq 0 $(($(nproc) - 1))); do
+        taskset -c "$cpu" sh -c 'while :; do :; done' &
+        HOGS+=($!)
+    done
+}
+hogs_stop() {
+    [[ ${#HOGS[@]} -gt 0 ]] || return 0
+    kill "${HOGS[@]}" 2>/dev/null
+    wait "${HOGS[@]}" 2>/dev/null
+    HOGS=()
+}

@@ -152,22 +152,7 @@ run_one() {
     ok "$name: seed $seed, $cases cases verified, digests equal to vader's ($sent usnic segments; $SUMMARY)"
 }
 
-# ---------------------------------------------------------------------
-# Busy host: a spinning process on each core for the duration of a run
-# ---------------------------------------------------------------------
-HOGS=()
-hogs_start() {
-    local cpu
-    for cpu in $(seq 0 $(($(nproc) - 1))); do
-        taskset -c "$cpu" sh -c 'while :; do :; done' &
-        HOGS+=($!)
-    done
-}
-hogs_stop() {
-    [[ ${#HOGS[@]} -gt 0 ]] && kill "${HOGS[@]}" 2>/dev/null
-    wait "${HOGS[@]}" 2>/dev/null
-    HOGS=()
-}
+# Busy host: hogs_start / hogs_stop (test/lib.sh) around a run
 trap 'hogs_stop; netns_destroy' EXIT INT TERM
 
 fresh_seed() { od -An -N6 -tu8 /dev/urandom | tr -d ' '; }

@@ -501,6 +501,17 @@ static void test_sack_holes_resent_when_overdue(void)
     fx_fini(&fx);
 }
 
+/* One 1000-byte fragment to |ep|, posted (on the data channel: larger
+ * than the priority channel's datagrams) */
+static void send_data_frag(fx_t *fx, opal_btl_usnic_endpoint_t *ep, uint8_t tag)
+{
+    opal_btl_usnic_send_frag_t *frag = fx_alloc(fx, ep, 1000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    REQUIRE(NULL != frag);
+    fx_fill((uint8_t *) frag->segments[0].seg_addr.pval, 1000, tag);
+    CHECK_EQ(fx_send(fx, ep, frag, tag), 0);
+    opal_btl_usnic_engine_progress(&fx->eng);
+}
+
 /* A channel is a socket, and a socket delivers in order; the receiver
  * reads its priority channel first.  A large fragment on the data channel
  * (ISN), a tiny one behind it (ISN+1: the data channel too, since ISN is
@@ -512,13 +523,7 @@ static void test_sack_needs_a_later_segment_of_the_same_channel(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, PEER_ISN);
-    uint8_t data[1000];
-    fx_fill(data, sizeof(data), 5);
-    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-    REQUIRE(NULL != big);
-    memcpy(big->segments[0].seg_addr.pval, data, sizeof(data));
-    CHECK_EQ(fx_send(&fx, ep, big, 7), 0);
-    opal_btl_usnic_engine_progress(&fx.eng);
+    send_data_frag(&fx, ep, 7);
     FX_SEND_TINY(&fx, ep, 1, NULL);
     REQUIRE_EQ(fx.nposts, 2);
     CHECK_EQ(fx.posts[0].channel, OPAL_BTL_USNIC_DATA_CHANNEL);
@@ -527,11 +532,7 @@ static void test_sack_needs_a_later_segment_of_the_same_channel(void)
     fx_set_time(&fx, 10 * FX_RTO_MIN);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
     FX_SEND_TINY(&fx, ep, 3, NULL);
-    opal_btl_usnic_send_frag_t *big2 = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-    REQUIRE(NULL != big2);
-    memcpy(big2->segments[0].seg_addr.pval, data, sizeof(data));
-    CHECK_EQ(fx_send(&fx, ep, big2, 8), 0);
-    opal_btl_usnic_engine_progress(&fx.eng);
+    send_data_frag(&fx, ep, 8);
     REQUIRE_EQ(fx.nposts, 6);
     for (size_t i = 2; i < 5; ++i) {
         CHECK_EQ(fx.posts[i].channel, OPAL_BTL_USNIC_PRIORITY_CHANNEL); /* nothing of the data channel un-ACKed */
@@ -570,13 +571,7 @@ static void test_sack_priority_segments_prove_no_data_loss(void)
     fx_t fx;
     fx_init(&fx, NULL);
     opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 32, ISN, PEER_ISN);
-    uint8_t data[1000];
-    fx_fill(data, sizeof(data), 5);
-    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, sizeof(data), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
-    REQUIRE(NULL != big);
-    memcpy(big->segments[0].seg_addr.pval, data, sizeof(data));
-    CHECK_EQ(fx_send(&fx, ep, big, 7), 0);
-    opal_btl_usnic_engine_progress(&fx.eng);
+    send_data_frag(&fx, ep, 7);
     /* tiny ones that took the priority channel past it (as a peer that
      * overtakes would send them): their channel says so */
     FX_SEND_TINY(&fx, ep, 3, NULL);

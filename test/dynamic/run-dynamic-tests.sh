@@ -85,10 +85,14 @@ judge() {
 }
 
 # peer_lines LOG [PREFIX]: the final-stats lines of peers of other jobs
-# ("peer N of job 0x..."), only of lines starting with PREFIX (a
-# --tag-output tag such as "[1," for the mpirun's own job)
+# ("... lo] peer N of job 0x..."), only of lines starting with PREFIX (a
+# --tag-output tag such as "[1," for the mpirun's own job).  The line's
+# head is not required: mpirun now and then ends a long line early, puts
+# another job's line after it, and tags the rest anew ("[vm ra" ...
+# "[1,0]<stderr>:nk 0 lo] peer 0 of job 0x2faf000e: ..."); the part that
+# names the peer is counted once either way.
 peer_lines() {
-    job_lines "$1" "${2:-}" | grep -E 'btl:usnic final stats \[.* lo\] peer [0-9]+ of job 0x[0-9a-f]+:'
+    job_lines "$1" "${2:-}" | grep -E 'lo\] peer [0-9]+ of job 0x[0-9a-f]+:'
 }
 
 # job_lines LOG [PREFIX]: the lines starting with PREFIX.  mpirun's

@@ -97,10 +97,26 @@ peer_lines() {
 
 # job_lines LOG [PREFIX]: the lines starting with PREFIX.  mpirun's
 # --tag-output now and then cuts a long line and tags the rest again in
-# the middle ("of job 0x449[1,0]<stderr>:70011:"): such inner tags are
-# taken out before a line is judged.
+# the middle: the same tag continues the line ("of job 0x449[1,0]<stderr>:
+# 70011:") and is taken out; another tag starts another process's line
+# ("... ack_[21,0]<stderr>:[vm:20793] btl:usnic final stats ...") and is
+# split off, so one job's lines never carry another job's peers.
 job_lines() {
-    awk -v p="${2:-}" 'index($0, p) == 1' "$1" | sed -E 's/(.)\[[0-9]+,[0-9]+\]<std(out|err)>:/\1/g'
+    awk -v p="${2:-}" '
+        function emit(s) { if (index(s, p) == 1) print s }
+        {
+            rest = $0; out = ""; tag = ""
+            if (match(rest, /^\[[0-9]+,[0-9]+\]<std(out|err)>:/)) {
+                tag = substr(rest, 1, RLENGTH); out = tag; rest = substr(rest, RLENGTH + 1)
+            }
+            while (match(rest, /\[[0-9]+,[0-9]+\]<std(out|err)>:/)) {
+                t = substr(rest, RSTART, RLENGTH)
+                out = out substr(rest, 1, RSTART - 1)
+                rest = substr(rest, RSTART + RLENGTH)
+                if (t != tag) { emit(out); out = t; tag = t }
+            }
+            emit(out rest)
+        }' "$1"
 }
 
 # check_peers NAME LOG PREFIX WANT [WANT_JOBS]: exactly WANT such lines

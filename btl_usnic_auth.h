@@ -138,7 +138,16 @@ static inline uint64_t opal_btl_usnic_nonce_first(uint32_t generation)
 
 /* ----- anti-replay ----- */
 
-#define OPAL_BTL_USNIC_REPLAY_WINDOW 1024 /* nonces behind the highest still taken once */
+/* Nonces behind the highest still taken once.  One nonce count serves
+ * both channels, and a datagram queued in the receiver's data socket
+ * falls behind by everything its sender posts meanwhile: a window of data
+ * segments, their copies, and the ACKs and tiny fragments that overtake
+ * it on the priority channel (a 4 MiB socket of the ofi wire holds ~1800
+ * datagrams of 1472 bytes).  A window too small drops authentic
+ * datagrams as stale, and their data comes again: a loss the network
+ * never caused.  btl_usnic_endpoint.h checks it against the largest send
+ * window. */
+#define OPAL_BTL_USNIC_REPLAY_WINDOW 16384
 
 /* Which authentic nonces of one direction arrived: the highest, and a
  * bitmap of the REPLAY_WINDOW below and at it (bit n % WINDOW) */

@@ -127,6 +127,8 @@ OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
  * bitmaps and reassembly slots per endpoint, and the stack of the loss
  * detection (btl_usnic_ack.c) are sized by it */
 #define OPAL_BTL_USNIC_WINDOW_LIMIT 4096u
+_Static_assert(OPAL_BTL_USNIC_REPLAY_WINDOW >= 4 * OPAL_BTL_USNIC_WINDOW_LIMIT,
+               "a full window, its copies and the ACKs overtaking them must stay inside the anti-replay window");
 
 /**
  * Give |ep| its reliability state: window of |window| segments (at most

@@ -638,7 +638,7 @@ static void s_auth_bad_tag(input_t *in)
 static void s_auth_replay(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    static const uint64_t nonces[] = {7, 7, 5000, 5000 - OPAL_BTL_USNIC_REPLAY_WINDOW};
+    static const uint64_t nonces[] = {7, 7, 5000 + OPAL_BTL_USNIC_REPLAY_WINDOW, 5000};
     static const uint32_t seqs[] = {0, 0, 1, 2}; /* the copy is the same datagram */
     for (size_t i = 0; i < sizeof(nonces) / sizeof(nonces[0]); ++i) {
         dgram_t d;

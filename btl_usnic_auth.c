@@ -44,8 +44,9 @@
  * number the old one used.  2^40 datagrams to one peer take years.
  *
  * Replay.  An authentic datagram is taken at most once: the receiver keeps
- * a window of OPAL_BTL_USNIC_REPLAY_WINDOW (16384) nonces per peer.  An authentic nonce too far behind the
- * newest is dropped (its data, if any, comes again with a new nonce).
+ * a window of OPAL_BTL_USNIC_REPLAY_WINDOW (16384) nonces per peer.  An
+ * authentic nonce too far behind the newest is dropped (its data, if any,
+ * comes again with a new nonce).
  * Sequence numbers already make data idempotent; the window also keeps a
  * recorded ACK or a copy of any datagram from being taken twice.
  *

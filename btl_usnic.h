@@ -1,8 +1,10 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The usnic BTL: reliable MPI messaging over libfabric FI_EP_DGRAM
- * endpoints (the "usnic" provider where present, "udp" everywhere).
+ * The usnic BTL: reliable MPI messaging over datagrams: kernel UDP
+ * sockets with segmentation offload (the socket wire, the default where
+ * there is no usNIC) or libfabric FI_EP_DGRAM endpoints (the ofi wire:
+ * the "usnic" provider on Cisco VICs, any other datagram provider).
  */
 #ifndef OPAL_BTL_USNIC_H
 #define OPAL_BTL_USNIC_H
@@ -12,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
-#include <rdma/fabric.h>
 
 #include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
@@ -268,7 +269,8 @@ void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...);
 void opal_btl_usnic_report_bad_params(void);
 
 /* btl_usnic_module.c */
-int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *wire,
+                               const opal_btl_usnic_device_t *dev);
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now);
 bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64_t now);
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);

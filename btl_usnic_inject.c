@@ -123,9 +123,9 @@ static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
 
 /* ----- the transport: faults on post, the rest forwarded ----- */
 
-static int inject_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+static int inject_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
 {
-    return module->inject->inner->open(module, info);
+    return module->inject->inner->open(module, dev);
 }
 
 static int inject_add_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,

@@ -144,8 +144,11 @@ int opal_btl_usnic_component_register_params(void)
     bool ok = true;
 
     reg_string("provider_include",
-               "Comma-separated list of libfabric providers to try, in order; the first one that yields a usable "
-               "interface is used (default: the Cisco usnic provider where present, else the portable udp provider)",
+               "Comma-separated list of providers to try, in order; the first one that yields a usable interface "
+               "is used (default: the Cisco usnic provider where present, else udp).  \"udp\" is served by the "
+               "socket wire (btl_usnic_wire auto or socket: the host's interfaces, no libfabric); other names by "
+               "libfabric (the ofi wire), loaded only then, and for \"usnic\" only where /sys/class/infiniband "
+               "has a usnic_* device",
                "usnic,udp", OPAL_INFO_LVL_3, &c->provider_include);
     reg_string("if_include",
                "Comma-separated list of interfaces to use: Linux interface names (e.g. eth0, lo), libfabric domain "
@@ -231,8 +234,8 @@ int opal_btl_usnic_component_register_params(void)
                "datagrams to one peer as one segmentation-offload send (UDP_SEGMENT) and reading coalesced runs "
                "(UDP_GRO) where the kernel and the path allow it (else sendmmsg), with datagrams as large as the "
                "interface MTU; \"ofi\" = libfabric's datagram endpoints of the provider (at most 1472 bytes a "
-               "datagram on udp); \"auto\" = socket on interfaces of the udp provider (libfabric's udp is kernel "
-               "sockets too), ofi on others (usnic hardware).  Both put the same datagrams on the network, so "
+               "datagram on udp); \"auto\" = socket for the udp provider (libfabric's udp is kernel sockets too), "
+               "ofi for others (usnic hardware).  Both put the same datagrams on the network, so "
                "processes may differ; a pair uses the smaller of their datagram sizes",
                "auto", OPAL_INFO_LVL_3, &c->wire_name);
     if (is_set(c->wire_name) && 0 == strcmp(c->wire_name, "auto")) {

@@ -260,35 +260,8 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     m->wire_flags = module->wire_flags;
 }
 
-/* btl_usnic_wire: the transport of a module on the interface |info|
- * describes.  auto takes the socket wire where the provider is udp
- * (libfabric's udp is kernel sockets itself: nothing is lost, and the
- * socket wire sends large datagrams and batches) and where a socket can
- * be had; ofi elsewhere (usnic hardware). */
-static const opal_btl_usnic_transport_t *choose_transport(const opal_btl_usnic_module_t *module)
-{
-    switch (mca_btl_usnic_component.wire) {
-    case OPAL_BTL_USNIC_WIRE_OFI:
-        return &opal_btl_usnic_wire_ofi;
-    case OPAL_BTL_USNIC_WIRE_SOCKET:
-        return &opal_btl_usnic_wire_sock;
-    default:
-        break;
-    }
-    if (0 != strcmp(module->provider, "udp")) {
-        opal_btl_usnic_verbose(5, "%s: provider %s: the ofi wire (btl_usnic_wire auto)", module->if_name,
-                               module->provider);
-        return &opal_btl_usnic_wire_ofi;
-    }
-    char why[128];
-    if (!opal_btl_usnic_wire_sock_usable(module->ipv4, why, sizeof(why))) {
-        opal_btl_usnic_verbose(5, "%s: the socket wire cannot run (%s): the ofi wire", module->if_name, why);
-        return &opal_btl_usnic_wire_ofi;
-    }
-    return &opal_btl_usnic_wire_sock;
-}
-
-int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *wire,
+                               const opal_btl_usnic_device_t *dev)
 {
     int rc;
     OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
@@ -296,8 +269,8 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (OPAL_SUCCESS != opal_hash_table_init(&module->other_job_peers, 32)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module->transport = choose_transport(module);
-    if (OPAL_SUCCESS != (rc = module->transport->open(module, info))) {
+    module->transport = wire;
+    if (OPAL_SUCCESS != (rc = module->transport->open(module, dev))) {
         return rc;
     }
     opal_btl_usnic_verbose(5, "%s: %s wire", module->if_name, module->transport->name);

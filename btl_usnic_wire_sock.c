@@ -35,6 +35,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -48,7 +50,6 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic.h"
-#include "btl_usnic_ext.h"
 #include "btl_usnic_module_int.h"
 
 #ifndef UDP_SEGMENT
@@ -815,7 +816,80 @@ static void sock_caps(opal_btl_usnic_module_t *module)
                                                                                       : batch);
 }
 
-static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+/* An IPv4 address on an interface that is up */
+static int sock_device_wanted(const struct ifaddrs *i)
+{
+    return NULL != i->ifa_addr && AF_INET == i->ifa_addr->sa_family && (i->ifa_flags & IFF_UP) ? 1 : 0;
+}
+
+static void sock_device_fill(const struct ifaddrs *i, opal_btl_usnic_device_t *dev)
+{
+    snprintf(dev->if_name, sizeof(dev->if_name), "%s", i->ifa_name);
+    snprintf(dev->domain_name, sizeof(dev->domain_name), "%s", i->ifa_name);
+    snprintf(dev->provider, sizeof(dev->provider), "udp");
+    dev->ipv4 = ((const struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr;
+    dev->netmask = NULL != i->ifa_netmask ? ((const struct sockaddr_in *) i->ifa_netmask)->sin_addr.s_addr
+                                          : htonl(0xffffff00u); /* the /24 other wires assume */
+    dev->wire_data = NULL;
+}
+
+/* ===================== discovery ===================== */
+
+/* The host's IPv4 interfaces that are up: the kernel's UDP is what the
+ * udp provider would have offered on them, without loading libfabric */
+static int sock_discover(const char *provider, opal_btl_usnic_device_list_t *list, char *why, size_t len)
+{
+    memset(list, 0, sizeof(*list));
+    if (0 != strcmp(provider, "udp")) {
+        return OPAL_SUCCESS; /* only udp's datagrams are ours to speak */
+    }
+    struct ifaddrs *ifs = NULL;
+    if (0 != getifaddrs(&ifs)) {
+        snprintf(why, len, "getifaddrs: %s", strerror(errno));
+        return OPAL_ERROR;
+    }
+    int n = 0;
+    for (const struct ifaddrs *i = ifs; NULL != i; i = i->ifa_next) {
+        n += sock_device_wanted(i);
+    }
+    list->devices = (opal_btl_usnic_device_t *) calloc(n > 0 ? (size_t) n : 1, sizeof(*list->devices));
+    if (NULL == list->devices) {
+        freeifaddrs(ifs);
+        snprintf(why, len, "out of memory");
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (const struct ifaddrs *i = ifs; NULL != i; i = i->ifa_next) {
+        if (sock_device_wanted(i)) {
+            sock_device_fill(i, &list->devices[list->count++]);
+        }
+    }
+    freeifaddrs(ifs);
+    return OPAL_SUCCESS;
+}
+
+static void sock_release(opal_btl_usnic_device_list_t *list)
+{
+    free(list->devices);
+    memset(list, 0, sizeof(*list));
+}
+
+/* ===================== open and close ===================== */
+
+/* Netmask (found at discovery) and link speed (sysfs, else the
+ * link_speed_default parameter) of the module's interface */
+static void sock_if_facts(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
+{
+    module->netmask = dev->netmask;
+    int speed = opal_btl_usnic_if_speed_mbps(module->if_name);
+    module->link_speed_mbps = speed > 0 ? (uint32_t) speed : (uint32_t) mca_btl_usnic_component.link_speed_default;
+    char mask[INET_ADDRSTRLEN];
+    struct in_addr a = {.s_addr = module->netmask};
+    opal_btl_usnic_verbose(5, "%s: netmask %s, link %u Mb/s (%s)", module->if_name,
+                           NULL != inet_ntop(AF_INET, &a, mask, sizeof(mask)) ? mask : "?",
+                           (unsigned) module->link_speed_mbps, speed > 0 ? "sysfs" : "link_speed_default");
+}
+
+static int sock_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
 {
     opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
     module->sock = (sock_state_t *) calloc(1, sizeof(*module->sock));
@@ -826,7 +900,7 @@ static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info
     for (int ch = 0; ch < OPAL_BTL_USNIC_NUM_CHANNELS; ++ch) {
         st->chan[ch].fd = -1;
     }
-    opal_btl_usnic_ext_refine(module, NULL, info, NULL); /* netmask, link speed, interface name */
+    sock_if_facts(module, dev);
     int rc = sock_sizes(module);
     if (OPAL_SUCCESS != rc) {
         return rc;
@@ -918,6 +992,8 @@ static void sock_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
 
 const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
     .name = "socket",
+    .discover = sock_discover,
+    .release = sock_release,
     .open = sock_open,
     .add_peer = sock_add_peer,
     .del_peer = sock_del_peer,

@@ -32,18 +32,19 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
                                                     bool enable_mpi_threads);
 static int usnic_component_progress(void);
 
-opal_btl_usnic_component_t mca_btl_usnic_component = {
-    .super = {
-        .btl_version = {
-            MCA_BTL_DEFAULT_VERSION("usnic"),
-            .mca_open_component = usnic_component_open,
-            .mca_close_component = usnic_component_close,
-            .mca_register_component_params = usnic_component_register,
-        },
-        .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
-        .btl_init = usnic_component_init,
-        .btl_progress = usnic_component_progress,
+/* What Open MPI loads; the rest of the component's state is
+ * opal_btl_usnic_globals (btl_usnic.h) */
+OPAL_MODULE_DECLSPEC extern mca_btl_base_component_3_0_0_t mca_btl_usnic_component;
+mca_btl_base_component_3_0_0_t mca_btl_usnic_component = {
+    .btl_version = {
+        MCA_BTL_DEFAULT_VERSION("usnic"),
+        .mca_open_component = usnic_component_open,
+        .mca_close_component = usnic_component_close,
+        .mca_register_component_params = usnic_component_register,
     },
+    .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
+    .btl_init = usnic_component_init,
+    .btl_progress = usnic_component_progress,
 };
 
 /* Where our help file is: next to the plugin (make install-user puts it
@@ -67,13 +68,14 @@ static void add_help_dirs(void)
 
 static int usnic_component_register(void)
 {
+    opal_btl_usnic_globals.version = &mca_btl_usnic_component.btl_version;
     add_help_dirs();
-    return opal_btl_usnic_component_register_params();
+    return opal_btl_usnic_component_register_params(&opal_btl_usnic_module_template);
 }
 
 static int usnic_component_open(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     c->num_modules = 0;
     c->modules = NULL;
@@ -86,7 +88,7 @@ static int usnic_component_open(void)
 
 static int usnic_component_close(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_away_stop(); /* normally stopped by the first module's finalize */
     if (c->stats_event_active) {
         opal_event_del(&c->stats_event);
@@ -116,7 +118,7 @@ static int usnic_component_close(void)
 /* Is |dev| an interface we want?  Reports why not at verbosity 10. */
 static bool device_wanted(const opal_btl_usnic_device_t *dev)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *bad = NULL;
     bool keep;
     if (NULL != c->if_include && '\0' != c->if_include[0]) {
@@ -138,7 +140,7 @@ static bool device_wanted(const opal_btl_usnic_device_t *dev)
 
 static bool already_have(const char *ifname)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     for (int i = 0; i < c->num_modules; ++i) {
         if (0 == strcmp(c->modules[i]->if_name, ifname)) {
             return true;
@@ -154,6 +156,7 @@ static opal_btl_usnic_module_t *module_new(const opal_btl_usnic_device_t *dev)
         return NULL;
     }
     memcpy(&module->super, &opal_btl_usnic_module_template, sizeof(module->super));
+    module->super.btl_component = &mca_btl_usnic_component;
     module->if_name = strdup(dev->if_name);
     module->domain_name = strdup(dev->domain_name);
     module->provider = strdup(dev->provider);
@@ -165,7 +168,7 @@ static opal_btl_usnic_module_t *module_new(const opal_btl_usnic_device_t *dev)
 /* Create modules on every wanted device of one wire's list. */
 static void create_modules(const opal_btl_usnic_transport_t *wire, const opal_btl_usnic_device_list_t *list)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     for (int i = 0; i < list->count; ++i) {
         const opal_btl_usnic_device_t *dev = &list->devices[i];
         if (c->max_btls > 0 && c->num_modules >= c->max_btls) {
@@ -218,7 +221,7 @@ static bool sockets_usable(const opal_btl_usnic_device_list_t *list)
 static int devices_of(const char *provider, const opal_btl_usnic_transport_t **wire,
                       opal_btl_usnic_device_list_t *list, char *why, size_t len)
 {
-    int kind = mca_btl_usnic_component.wire;
+    int kind = opal_btl_usnic_globals.wire;
     bool socket = OPAL_BTL_USNIC_WIRE_SOCKET == kind || (OPAL_BTL_USNIC_WIRE_AUTO == kind && 0 == strcmp(provider, "udp"));
     if (socket) {
         *wire = &opal_btl_usnic_wire_sock;
@@ -235,7 +238,7 @@ static int devices_of(const char *provider, const opal_btl_usnic_transport_t **w
 /* Try the providers in order; the first that yields a module wins. */
 static void discover(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *copy = strdup(c->provider_include);
     char *save = NULL;
     for (char *prov = strtok_r(copy, ", ", &save); NULL != prov && 0 == c->num_modules;
@@ -298,7 +301,7 @@ static bool check_base_params(void)
 
 static void modex_send(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     size_t size = sizeof(opal_btl_usnic_modex_t) * (size_t) c->num_modules;
     opal_btl_usnic_modex_t *all = (opal_btl_usnic_modex_t *) malloc(size);
     int rc;
@@ -309,7 +312,7 @@ static void modex_send(void)
         all[i] = c->modules[i]->local_modex;
     }
     /* GLOBAL scope: on-host peers must reach us too (usnic,self jobs) */
-    OPAL_MODEX_SEND(rc, OPAL_BTL_USNIC_PMIX_GLOBAL, &c->super.btl_version, all, size);
+    OPAL_MODEX_SEND(rc, OPAL_BTL_USNIC_PMIX_GLOBAL, c->version, all, size);
     if (OPAL_SUCCESS != rc) {
         opal_btl_usnic_verbose(1, "modex send failed: %d", rc);
     }
@@ -321,7 +324,7 @@ static void stats_timer_cb(int fd, short flags, void *arg)
     (void) fd;
     (void) flags;
     (void) arg;
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     OPAL_BTL_USNIC_LOCK();
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_print_stats(c->modules[i], "periodic");
@@ -333,7 +336,7 @@ static void stats_timer_cb(int fd, short flags, void *arg)
 
 static void stats_timer_start(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (c->stats <= 0) {
         return;
     }
@@ -347,7 +350,7 @@ static void stats_timer_start(void)
  * made, and the BTL steps aside (saying why) rather than run unprotected */
 static bool auth_start(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     c->mac_algs = opal_btl_usnic_auth_init();
     if (0 == c->mac_algs) {
         opal_btl_usnic_show_help(true, "no crypto", opal_process_info.nodename, sodium_version_string());
@@ -367,7 +370,7 @@ static bool auth_start(void)
 static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
                                                     bool enable_mpi_threads)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     (void) enable_progress_threads;
     (void) enable_mpi_threads;
     *num_btls = 0;
@@ -409,7 +412,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
 
 static int usnic_component_progress(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     int count = 0;
     uint64_t now = opal_btl_usnic_clock_usec();
     OPAL_BTL_USNIC_LOCK();

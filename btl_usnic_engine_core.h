@@ -99,6 +99,12 @@ typedef struct opal_btl_usnic_wire_ops_t {
 /* Upward: the owner of the engine, and through it the PML */
 typedef struct opal_btl_usnic_upcalls_t {
     /**
+     * The endpoint that sends as |sender| (a header's claim, not yet
+     * proven: the engine authenticates what it finds), or NULL.  Called
+     * once per received datagram.
+     */
+    opal_btl_usnic_endpoint_t *(*lookup)(struct opal_btl_usnic_engine_t *eng, uint64_t sender);
+    /**
      * Hand the complete fragment |data| (|len| bytes, tag |tag|) from |ep|
      * to the PML; |data| is valid only during the call.  The callee may
      * progress the engine again (a fragment completing meanwhile waits for
@@ -135,6 +141,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     int protect;                  /* opal_btl_usnic_protect_t: what every datagram's tag covers */
     uint64_t my_name;             /* our sender id: process name, jobid << 32 | vpid */
     size_t prefix;                /* provider prefix bytes before each header */
+    bool check_source;            /* the wire reports where each datagram came from: one that does not
+                                     come from its claimed sender's address is dropped (drop_bad_source) */
     size_t mtu;                   /* max datagram (header + payload) on the data channel */
     size_t tiny_mtu;              /* max datagram on the priority channel */
     uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
@@ -202,7 +210,22 @@ typedef struct opal_btl_usnic_engine_t {
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;
 
+/* The one way to change a counter, the engine's own and those a wire keeps
+ * in the engine's block (printed and published with it) */
 #define OPAL_BTL_USNIC_STAT_INC(eng, name) ((eng)->stats.name++)
+#define OPAL_BTL_USNIC_STAT_ADD(eng, name, n) ((eng)->stats.name += (n))
+
+/* A receive buffer the wire holds while the engine works on its datagram
+ * (it counts against what ACKs grant until the wire re-posts it) */
+static inline void opal_btl_usnic_engine_rx_hold(opal_btl_usnic_engine_t *eng)
+{
+    ++eng->rx_buffers_held;
+}
+
+static inline void opal_btl_usnic_engine_rx_return(opal_btl_usnic_engine_t *eng)
+{
+    --eng->rx_buffers_held;
+}
 
 /**
  * Set up |eng| with |params|, bound to |wire| below and |up| above (both

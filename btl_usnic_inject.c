@@ -240,13 +240,13 @@ static const opal_btl_usnic_transport_t inject_transport = {
 
 bool opal_btl_usnic_inject_wanted(void)
 {
-    const opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    const opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     return 0 != c->inject_dup_every || 0 != c->inject_reorder_every || 0 != c->inject_forge_put_every;
 }
 
 int opal_btl_usnic_inject_wrap(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *inner)
 {
-    const opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    const opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     inject_state_t *inj = (inject_state_t *) calloc(1, sizeof(*inj));
     if (NULL == inj) {
         return OPAL_ERR_OUT_OF_RESOURCE;

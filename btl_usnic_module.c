@@ -109,7 +109,7 @@ static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         char heard[64];
         opal_btl_usnic_describe_last_heard(eng, ep, heard, sizeof(heard));
         opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
-                                 opal_btl_usnic_id_str(ep->peer_id).s, mca_btl_usnic_component.peer_timeout,
+                                 opal_btl_usnic_id_str(ep->peer_id).s, opal_btl_usnic_globals.peer_timeout,
                                  opal_btl_usnic_endpoint_in_flight(ep), heard);
     } else {
         opal_btl_usnic_show_help(false, "peer unreachable", opal_process_info.nodename, module->if_name, peer_host,
@@ -122,6 +122,7 @@ static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
 }
 
 static const opal_btl_usnic_upcalls_t engine_upcalls = {
+    .lookup = opal_btl_usnic_lookup_sender,
     .deliver = up_deliver,
     .send_done = up_send_done,
     .put_done = up_put_done,
@@ -200,12 +201,13 @@ static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 
 static int engine_setup(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
     opal_btl_usnic_engine_params_t p = {
         .protect = c->protection,
         .my_name = opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME),
         .prefix = module->caps.prefix,
+        .check_source = module->caps.reports_source,
         .mtu = module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL],
         .tiny_mtu = module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL],
         .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
@@ -232,7 +234,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
 
 static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_modex_t *m = &module->local_modex;
     memset(m, 0, sizeof(*m));
     m->proto_version = OPAL_BTL_USNIC_PROTO_VERSION;
@@ -244,7 +246,7 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     m->mtu = (uint32_t) module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL];
     m->tiny_mtu = (uint32_t) module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     m->isn = isn;
-    m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window
+    m->window = (opal_btl_usnic_globals.window > 0) ? (uint32_t) opal_btl_usnic_globals.window
                                                      : default_window(module);
     m->link_speed_mbps = module->link_speed_mbps;
     m->rx_capacity = module->caps.rx_capacity;
@@ -255,8 +257,7 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     memcpy(m->recv_key, module->recv_key, sizeof(m->recv_key));
     memcpy(m->node_id, module->node_id, sizeof(m->node_id));
     memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
-    m->wire = (uint8_t) (&opal_btl_usnic_wire_sock == module->transport ? OPAL_BTL_USNIC_WIRE_SOCKET
-                                                                         : OPAL_BTL_USNIC_WIRE_OFI);
+    m->wire = (uint8_t) module->wire_kind;
     m->wire_flags = module->wire_flags;
 }
 
@@ -270,6 +271,7 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_u
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     module->transport = wire;
+    module->wire_kind = wire->kind; /* the injector's wrapping keeps it */
     if (OPAL_SUCCESS != (rc = module->transport->open(module, dev))) {
         return rc;
     }
@@ -281,8 +283,8 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_u
     if (opal_btl_usnic_inject_wanted() && OPAL_SUCCESS != (rc = opal_btl_usnic_inject_wrap(module, module->transport))) {
         return rc;
     }
-    module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
-                                      ? (uint32_t) mca_btl_usnic_component.bandwidth
+    module->super.btl_bandwidth = (opal_btl_usnic_globals.bandwidth > 0)
+                                      ? (uint32_t) opal_btl_usnic_globals.bandwidth
                                       : module->link_speed_mbps;
     uint32_t isn;
     if (OPAL_SUCCESS != (rc = module_secrets(module, &isn))) {

@@ -33,32 +33,6 @@ static inline opal_btl_usnic_endpoint_t *opal_btl_usnic_peer_of_id(opal_btl_usni
     return (opal_btl_usnic_endpoint_t *) ep;
 }
 
-/**
- * Did a datagram (|len| bytes at |hdr|, after any prefix) that arrived on
- * |channel| from |src| (the wire's address form, as in ep->peer_addr)
- * come from where its claimed sender sends?  The claim only picks the
- * endpoint whose address to compare (the tag proves the rest); datagrams
- * too short to carry one, or from unknown senders, are the engine's to
- * count, and everything passes where the wire reports no source.  A
- * mismatch is counted (drop_bad_source).
- */
-static inline bool opal_btl_usnic_source_ok(opal_btl_usnic_module_t *module, int channel, const uint8_t *hdr,
-                                            size_t len, uint64_t src)
-{
-    if (!module->caps.reports_source || len < sizeof(opal_btl_usnic_hdr_t)) {
-        return true;
-    }
-    uint64_t sender = opal_btl_usnic_host64(((const opal_btl_usnic_hdr_t *) hdr)->sender);
-    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, sender);
-    if (NULL == ep || src == ep->peer_addr[channel]) {
-        return true;
-    }
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
-    return false;
-}
-
 /* btl_usnic_peers.c */
 /* opal_btl_usnic_peer_of_id as the engine's lookup function */
 opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender);

@@ -37,6 +37,14 @@
 #include "btl_usnic_engine.h"
 
 struct opal_btl_usnic_module_t;
+
+/* btl_usnic_wire: which transport a module runs (and the modex says which) */
+typedef enum {
+    OPAL_BTL_USNIC_WIRE_AUTO = 0,   /* the socket wire on kernel interfaces (provider udp), else ofi */
+    OPAL_BTL_USNIC_WIRE_OFI = 1,    /* libfabric */
+    OPAL_BTL_USNIC_WIRE_SOCKET = 2, /* kernel UDP sockets with GSO/GRO */
+} opal_btl_usnic_wire_kind_t;
+
 struct opal_btl_usnic_modex_t;
 
 /* What a wire can do, filled by its open; read-only afterwards */
@@ -61,6 +69,7 @@ typedef struct opal_btl_usnic_transport_caps_t {
 
 typedef struct opal_btl_usnic_transport_t {
     const char *name;
+    opal_btl_usnic_wire_kind_t kind; /* OFI or SOCKET: what the modex publishes */
     /**
      * The devices this wire offers for |provider| (the libfabric
      * provider name the user's btl_usnic_provider_include lists; the

@@ -347,7 +347,7 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
         /* the udp provider's socket: as deep as the socket wire's (the
          * kernel default holds 92 datagrams of 1472 bytes) */
         (void) opal_btl_usnic_socket_buffer(chan->sock_fd, SO_RCVBUFFORCE, SO_RCVBUF,
-                                            mca_btl_usnic_component.sock_rcvbuf);
+                                            opal_btl_usnic_globals.sock_rcvbuf);
     }
     return channel_post_all_recvs(module, c);
 }
@@ -378,13 +378,6 @@ static void channel_close(opal_btl_usnic_channel_t *chan)
 
 /* ===================== completions and progress ===================== */
 
-static void count_oversized(opal_btl_usnic_module_t *module)
-{
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
-}
-
 /* Longer than the channel's MTU: cut short by the provider, never ours */
 static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg,
                               size_t len)
@@ -392,32 +385,29 @@ static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_
     return len > module->caps.prefix + module->ofi->chan[rseg->channel].mtu;
 }
 
-/* opal_btl_usnic_source_ok on what follows the provider's prefix (a
- * datagram shorter than the prefix is counted by handle_recv) */
-static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg, size_t len,
-                      fi_addr_t src)
+/* What follows the provider's prefix of |rseg|'s |len| bytes, for the engine */
+static opal_btl_usnic_datagram_t datagram_of(const opal_btl_usnic_module_t *module,
+                                             const opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
 {
     size_t prefix = module->caps.prefix;
-    return len < prefix ||
-           opal_btl_usnic_source_ok(module, rseg->channel, rseg->buf + prefix, len - prefix, (uint64_t) src);
+    opal_btl_usnic_datagram_t dg = {
+        .buf = rseg->buf + prefix, .len = len - prefix, .channel = rseg->channel, .src = (uint64_t) src};
+    return dg;
 }
 
 static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
 {
     size_t prefix = module->caps.prefix;
     if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
-        count_oversized(module);
-    } else if (OPAL_UNLIKELY(!source_ok(module, rseg, len, src))) {
-        /* counted */
+        opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
     } else if (OPAL_UNLIKELY(len < prefix)) {
         /* not even the provider's prefix: no header of ours to look at */
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_truncated);
+        opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_TRUNCATED);
     } else {
-        ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
-        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, rseg->buf + prefix, len - prefix);
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_hold(&module->eng); /* until re-posted: ACKs sent meanwhile must not grant it */
+        const opal_btl_usnic_datagram_t dg = datagram_of(module, rseg, len, src);
+        opal_btl_usnic_recv_segment(&module->eng, &dg);
+        opal_btl_usnic_engine_rx_return(&module->eng);
     }
     recv_repost(module, rseg);
 }
@@ -437,7 +427,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_c
  * Data is not lost (retransmission), but say so, once per module. */
 static void report_cq_overrun(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
 {
-    if (0 == module->eng.stats.num_cq_overruns++) {
+    if (0 == OPAL_BTL_USNIC_STAT_INC(&module->eng, num_cq_overruns)) {
         opal_btl_usnic_show_help(false, "cq overrun", opal_process_info.nodename, module->if_name,
                                  chan == &module->ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL] ? "priority" : "data",
                                  chan->cq_size, chan->sd_num, chan->rd_num);
@@ -458,7 +448,7 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
         return; /* names no operation of ours */
     } else if (err.flags & FI_RECV) {
         if (FI_ETRUNC == err.err) {
-            count_oversized(module); /* providers that report the overrun */
+            opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED); /* providers that report the overrun */
         }
         recv_repost(module, recv_seg_of_ctx(err.op_context));
     } else {
@@ -513,7 +503,7 @@ static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
         ofi->fast_deferred_valid = false;
         opal_btl_usnic_recv_fast_finish(&module->eng, ofi->fast_deferred_ep, ofi->fast_deferred_rseg->buf);
         recv_repost(module, ofi->fast_deferred_rseg);
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_return(&module->eng);
     }
 }
 
@@ -537,14 +527,12 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
     if (comp.flags & FI_RECV) {
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
-        ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
+        opal_btl_usnic_engine_rx_hold(&module->eng); /* re-posted by finish_deferred_fast_recv */
         opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
-        if (!source_ok(module, rseg, comp.len, src)) {
-            how = OPAL_BTL_USNIC_FAST_DROPPED; /* counted */
-        } else if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
+        if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
+            const opal_btl_usnic_datagram_t dg = datagram_of(module, rseg, comp.len, src);
             ofi->fast_in_upcall = true;
-            how = opal_btl_usnic_recv_fast(&module->eng, opal_btl_usnic_lookup_sender,
-                                           rseg->buf + module->caps.prefix, comp.len - module->caps.prefix, &ep);
+            how = opal_btl_usnic_recv_fast(&module->eng, &dg, &ep);
             ofi->fast_in_upcall = false;
         }
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
@@ -553,7 +541,7 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
             ofi->fast_deferred_rseg = rseg;
             return true;
         }
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_return(&module->eng);
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
             recv_repost(module, rseg); /* counted */
             return false;
@@ -691,7 +679,7 @@ static bool info_needs_mr(const struct fi_info *info)
  * and the parameters */
 static int ofi_sizes(opal_btl_usnic_module_t *module, const struct fi_info *info)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_transport_caps_t *caps = &module->caps;
     caps->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
     size_t mtu = opal_btl_usnic_datagram_cap(opal_btl_usnic_datagram_mtu(
@@ -962,6 +950,7 @@ static void ofi_fini(opal_btl_usnic_module_t *module)
 
 const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
     .name = "ofi",
+    .kind = OPAL_BTL_USNIC_WIRE_OFI,
     .discover = ofi_discover,
     .release = ofi_release,
     .open = ofi_open,

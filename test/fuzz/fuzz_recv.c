@@ -628,7 +628,7 @@ static void run_record(const fz_record_t *r)
     opal_btl_usnic_engine_set_time(&S.fx.eng, S.fx.now);
     if (S.fast) {
         opal_btl_usnic_endpoint_t *ep = NULL;
-        opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&S.fx.eng, fx_lookup, buf, r->len, &ep);
+        opal_btl_usnic_fast_t how = fx_hand_up_fast(&S.fx.eng, buf, r->len, &ep);
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
             FZ_CHECK(0 == f.delivered && (!f.authentic || f.replay)); /* counted: nothing else to do */
         } else if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
@@ -637,10 +637,10 @@ static void run_record(const fz_record_t *r)
             opal_btl_usnic_recv_fast_finish(&S.fx.eng, ep, buf);
         } else {
             FZ_CHECK(0 == f.delivered && before.total == S.fx.eng.stats.num_total_recvs);
-            opal_btl_usnic_recv_segment(&S.fx.eng, fx_lookup, buf, r->len);
+            fx_hand_up(&S.fx.eng, buf, r->len);
         }
     } else {
-        opal_btl_usnic_recv_segment(&S.fx.eng, fx_lookup, buf, r->len);
+        fx_hand_up(&S.fx.eng, buf, r->len);
     }
     --S.depth;
     count(&after);

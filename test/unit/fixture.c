@@ -161,6 +161,7 @@ static void fx_up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 }
 
 static const opal_btl_usnic_upcalls_t fx_up = {
+    .lookup = fx_lookup,
     .deliver = fx_up_deliver,
     .send_done = fx_up_send_done,
     .put_done = fx_up_put_done,
@@ -464,7 +465,7 @@ void fx_recv_raw(fx_t *fx, const void *buf, size_t len)
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now); /* the module polls its CQs after setting the time */
-    opal_btl_usnic_recv_segment(&fx->eng, fx_lookup, copy, len);
+    fx_hand_up(&fx->eng, copy, len);
     memset(copy, 0xdd, len);
     free(copy);
 }
@@ -712,4 +713,17 @@ void fx_fill(uint8_t *buf, size_t len, uint32_t seed)
         x = x * 1103515245u + 12345u;
         buf[i] = (uint8_t) (x >> 23);
     }
+}
+
+void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len)
+{
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL};
+    opal_btl_usnic_recv_segment(eng, &dg);
+}
+
+opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,
+                                   opal_btl_usnic_endpoint_t **ep_p)
+{
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL};
+    return opal_btl_usnic_recv_fast(eng, &dg, ep_p);
 }

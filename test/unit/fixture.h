@@ -149,6 +149,12 @@ opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window
                                      opal_btl_usnic_seq_t peer_isn);
 void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep);
 opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint64_t sender_id);
+/* |len| bytes at |buf| handed up as a wire would, on the data channel
+ * with no source (the fixture's engines check none unless a test sets
+ * params.check_source) */
+void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len);
+opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,
+                                   opal_btl_usnic_endpoint_t **ep_p);
 
 /* Posts */
 fx_post_t *fx_last_post(fx_t *fx);

@@ -40,7 +40,7 @@ static void side_recv(side_t *s, const uint8_t *buf, size_t len)
     if (s->fast) {
         opal_btl_usnic_endpoint_t *ep = NULL;
         opal_btl_usnic_engine_set_time(&s->fx.eng, s->fx.now);
-        opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&s->fx.eng, fx_lookup, copy, len, &ep);
+        opal_btl_usnic_fast_t how = fx_hand_up_fast(&s->fx.eng, copy, len, &ep);
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             ++s->taken;
             opal_btl_usnic_recv_fast_finish(&s->fx.eng, ep, copy); /* the module's next pass, first thing */

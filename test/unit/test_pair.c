@@ -741,7 +741,7 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
             bool done = false;
             if (to->use_fast_recv && !to->fast_pending) {
                 opal_btl_usnic_endpoint_t *ep = NULL;
-                opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&to->fx.eng, fx_lookup, at, len, &ep);
+                opal_btl_usnic_fast_t how = fx_hand_up_fast(&to->fx.eng, at, len, &ep);
                 if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
                     to->fast_pending = true;
                     to->fast_ep = ep;
@@ -749,7 +749,7 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
                 done = OPAL_BTL_USNIC_FAST_DECLINED != how;
             }
             if (!done) {
-                opal_btl_usnic_recv_segment(&to->fx.eng, fx_lookup, at, len);
+                fx_hand_up(&to->fx.eng, at, len);
             }
             at += len;
         }

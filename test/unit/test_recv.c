@@ -42,7 +42,7 @@ static opal_btl_usnic_fast_t fast(fx_t *fx, uint8_t *buf, size_t len, opal_btl_u
         fx_seal(fx, buf, len, (uint32_t) opal_btl_usnic_host64(((opal_btl_usnic_hdr_t *) buf)->sender), ++fx->seal_nonce);
     }
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
-    return opal_btl_usnic_recv_fast(&fx->eng, fx_lookup, buf, len, ep_p);
+    return fx_hand_up_fast(&fx->eng, buf, len, ep_p);
 }
 
 #define TAKEN OPAL_BTL_USNIC_FAST_TAKEN
@@ -276,7 +276,7 @@ static void test_fast_receive_path(void)
     /* a duplicate (sent again: a new nonce) is not for the fast path;
      * a copy of the same datagram (the same nonce) is dropped as a replay */
     CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
-    CHECK_EQ(opal_btl_usnic_recv_fast(&fx.eng, fx_lookup, buf, len, &got_ep), DECLINED);
+    CHECK_EQ(fx_hand_up_fast(&fx.eng, buf, len, &got_ep), DECLINED);
     fx_seal(&fx, buf, len, PEER, fx.seal_nonce - 1); /* the nonce the fast path took */
     uint64_t replays = fx.eng.stats.num_drop_replay;
     fx_recv_raw(&fx, buf, len);
@@ -545,7 +545,60 @@ static void test_rx_state(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_classify_edges), UNIT_TEST(test_delivery_waits_for_running_upcall),
+/* A datagram handed up from |src| on the data channel, sealed by PEER */
+static void rx_from(fx_t *fx, uint8_t *buf, size_t len, uint64_t src)
+{
+    fx_seal(fx, buf, len, PEER, ++fx->seal_nonce);
+    opal_btl_usnic_engine_set_time(&fx->eng, fx->now);
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL, .src = src};
+    opal_btl_usnic_recv_segment(&fx->eng, &dg);
+}
+
+/* Where the wire reports sources, a datagram must come from the address
+ * its claimed sender published for that channel: from elsewhere it is
+ * dropped before its tag is even checked (drop_bad_source), the fast path
+ * turns it down, and the real one still gets through; without
+ * check_source the address is not looked at */
+static void test_source_checked_in_the_one_lookup(void)
+{
+    const uint64_t real = 0x0100007f3039ull, forged = 0x0200007f3039ull;
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.check_source = true;
+    fx_t fx;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 16, 0, 10);
+    ep->peer_addr[OPAL_BTL_USNIC_DATA_CHANNEL] = real;
+    ep->peer_addr[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = forged; /* the other channel's address proves nothing */
+    uint8_t buf[128];
+    uint32_t seq = 10;
+    size_t len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    rx_from(&fx, buf, len, forged);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_source, 1);
+    CHECK_EQ_U(fx.eng.stats.num_invalid_recvs, 1);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, 0);
+    CHECK_EQ(fx.ndels, 0);
+    fx_seal(&fx, buf, len, PEER, ++fx.seal_nonce);
+    opal_btl_usnic_endpoint_t *got_ep = NULL;
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL, .src = forged};
+    CHECK_EQ(opal_btl_usnic_recv_fast(&fx.eng, &dg, &got_ep), DECLINED);
+    CHECK_EQ(fx.ndels, 0);
+    rx_from(&fx, buf, len, real);
+    CHECK_EQ(fx.ndels, 1);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_source, 1);
+    fx_fini(&fx);
+
+    fx_init(&fx, NULL); /* check_source off: a wire that reports no source */
+    ep = fx_ep_new(&fx, PEER, 16, 0, 10);
+    ep->peer_addr[OPAL_BTL_USNIC_DATA_CHANNEL] = real;
+    len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
+    rx_from(&fx, buf, len, forged);
+    CHECK_EQ(fx.ndels, 1);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_source, 0);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_classify_edges), UNIT_TEST(test_source_checked_in_the_one_lookup), UNIT_TEST(test_delivery_waits_for_running_upcall),
           UNIT_TEST(test_fast_path_delivers_what_came_during_upcall), UNIT_TEST(test_rx_state), UNIT_TEST(test_classify_walk), UNIT_TEST(test_full_receive_window),
           UNIT_TEST(test_scrambled_stream_across_wrap), UNIT_TEST(test_fast_receive_path),
           UNIT_TEST(test_rx_rounded_window_delivery_across_wrap))

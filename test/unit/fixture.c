@@ -54,49 +54,6 @@ static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     return OPAL_SUCCESS;
 }
 
-/* Timer notifications: the engine already set seg->deadline; production
- * checks the segment into the endpoint's opal_hotel (no event base, no
- * eviction).  Record the check-in; never compute or fire anything. */
-static int fx_wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             opal_btl_usnic_send_seg_t *seg)
-{
-    fx_t *fx = fx_of(eng);
-    (void) ep;
-    ++fx->arms;
-    if (fx_is_armed(fx, seg)) {
-        ++fx->timer_errors; /* the engine arms only segments it has not armed */
-        return OPAL_SUCCESS;
-    }
-    if (fx->narmed == fx->armed_cap) {
-        fx->armed_cap = fx->armed_cap ? 2 * fx->armed_cap : 64;
-        fx->armed = (opal_btl_usnic_send_seg_t **) xrealloc(fx->armed, fx->armed_cap * sizeof(*fx->armed));
-    }
-    fx->armed[fx->narmed++] = seg;
-    return OPAL_SUCCESS;
-}
-
-static bool armed_remove(fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
-{
-    for (size_t i = 0; i < fx->narmed; ++i) {
-        if (fx->armed[i] == seg) {
-            fx->armed[i] = fx->armed[--fx->narmed];
-            return true;
-        }
-    }
-    return false;
-}
-
-static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                 opal_btl_usnic_send_seg_t *seg)
-{
-    fx_t *fx = fx_of(eng);
-    (void) ep;
-    ++fx->disarms;
-    if (!armed_remove(fx, seg)) {
-        ++fx->timer_errors;
-    }
-}
-
 /* Nothing is held back: every post was recorded as it came */
 static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
 {
@@ -105,8 +62,6 @@ static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
 
 static const opal_btl_usnic_wire_ops_t fx_wire = {
     .post = fx_wire_post,
-    .timer_arm = fx_wire_timer_arm,
-    .timer_disarm = fx_wire_timer_disarm,
     .flush = fx_wire_flush,
 };
 
@@ -238,7 +193,6 @@ void fx_fini(fx_t *fx)
     }
     free(fx->posts);
     free(fx->dels);
-    free(fx->armed);
     memset(fx, 0, sizeof(*fx));
 }
 
@@ -338,14 +292,21 @@ unsigned fx_count_posts(const fx_t *fx, int channel, int type)
     return n;
 }
 
-bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
+bool fx_in_hotel(const opal_btl_usnic_send_seg_t *seg)
 {
-    for (size_t i = 0; i < fx->narmed; ++i) {
-        if (fx->armed[i] == seg) {
-            return true;
+    return 0 != (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL);
+}
+
+size_t fx_hotel_guests(const fx_t *fx)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
+        const opal_btl_usnic_endpoint_t *ep = fx->peers[i];
+        for (uint32_t k = 0; NULL != ep && NULL != ep->tx.sent && k < ep->window; ++k) {
+            n += (NULL != ep->tx.sent[k] && fx_in_hotel(ep->tx.sent[k]));
         }
     }
-    return false;
+    return n;
 }
 
 void fx_set_time(fx_t *fx, uint64_t now)
@@ -367,7 +328,7 @@ bool fx_expire_next(fx_t *fx)
         return false;
     }
     fx_set_time(fx, t > fx->now ? t : fx->now);
-    opal_btl_usnic_engine_expire(&fx->eng);
+    opal_btl_usnic_hotel_evict_due(&fx->eng);
     return true;
 }
 
@@ -386,36 +347,35 @@ bool fx_run_to_timeout(fx_t *fx)
     return false;
 }
 
-bool fx_timers_consistent(fx_t *fx)
+bool fx_hotel_consistent(fx_t *fx)
 {
-    bool ok = (0 == fx->timer_errors);
-    size_t in_timer = 0;
+    bool ok = true;
     for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
         opal_btl_usnic_endpoint_t *ep = fx->peers[i];
         if (NULL == ep || NULL == ep->tx.sent) {
             continue;
         }
         for (uint32_t k = 0; k < ep->window; ++k) {
-            opal_btl_usnic_send_seg_t *seg = ep->tx.sent[k];
-            if (NULL == seg) {
+            const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[k];
+            if (NULL == seg || !fx_in_hotel(seg)) {
                 continue;
             }
-            bool flag = 0 != (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER);
-            in_timer += flag;
-            if (flag != fx_is_armed(fx, seg)) {
-                fprintf(stderr, "  seq 0x%x: IN_TIMER %d but checked in %d\n", (unsigned) seg->seq, (int) flag,
-                        (int) !flag);
+            if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+                fprintf(stderr, "  seq 0x%x: in the hotel with flags 0x%x (out of the window or queued to resend)\n",
+                        (unsigned) seg->seq, (unsigned) seg->flags);
+                ok = false;
+            }
+            if (!ep->tx.on_flight_list) {
+                fprintf(stderr, "  seq 0x%x: a guest of an endpoint not on the register\n", (unsigned) seg->seq);
                 ok = false;
             }
         }
     }
-    if (in_timer != fx->narmed) {
-        fprintf(stderr, "  %zu segments checked in, %zu un-ACKed segments with a running timer\n", fx->narmed,
-                in_timer);
+    uint64_t due = fx_true_next_deadline(fx, false);
+    if (opal_btl_usnic_engine_next_deadline(&fx->eng) > due) {
+        fprintf(stderr, "  next_deadline %llu later than the earliest guest's %llu\n",
+                (unsigned long long) opal_btl_usnic_engine_next_deadline(&fx->eng), (unsigned long long) due);
         ok = false;
-    }
-    if (0 != fx->timer_errors) {
-        fprintf(stderr, "  %u inconsistent timer notifications\n", fx->timer_errors);
     }
     return ok;
 }
@@ -429,7 +389,7 @@ uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout)
             continue;
         }
         const opal_btl_usnic_send_seg_t *oldest = ep->tx.sent[(uint32_t) (ep->tx.acked_seq + 1) % ep->window];
-        if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) && oldest->deadline < t) {
+        if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL) && oldest->deadline < t) {
             t = oldest->deadline;
         }
         if (with_peer_timeout && fx->eng.p.peer_timeout > 0 &&

@@ -68,7 +68,7 @@ static void test_ack_cumulative_release(void)
         CHECK_EQ_U(fx_post_seq(&fx.posts[i]), ISN + i);
         CHECK_EQ_U(segs[i]->seq, ISN + i);
         CHECK_PTR_EQ(ep->tx.sent[(ISN + i) % 8], segs[i]);
-        CHECK(fx_is_armed(&fx, segs[i]));
+        CHECK(fx_in_hotel(segs[i]));
     }
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 5);
     fx_complete_all(&fx);
@@ -81,14 +81,14 @@ static void test_ack_cumulative_release(void)
     for (unsigned i = 0; i < 3; ++i) {
         CHECK(NULL == ep->tx.sent[(ISN + i) % 8]);
     }
-    CHECK_EQ(fx.disarms, 3);
-    CHECK_EQ(fx.narmed, 2);
-    CHECK(fx_is_armed(&fx, segs[3]) && fx_is_armed(&fx, segs[4]));
+    CHECK(!fx_in_hotel(segs[0]) && !fx_in_hotel(segs[1]) && !fx_in_hotel(segs[2])); /* checked out */
+    CHECK_EQ(fx_hotel_guests(&fx), 2);
+    CHECK(fx_in_hotel(segs[3]) && fx_in_hotel(segs[4]));
 
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ_U(fx.eng.stats.num_ack_recvs, 2);
     CHECK_EQ_U(fx.eng.stats.num_resends, 0);
     CHECK(fx_all_recycled(&fx));
@@ -148,7 +148,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, FX_DUPACK_THRESHOLD);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 1);
     CHECK(FX_FLAG(segs[0], ON_RESEND));
-    CHECK(!fx_is_armed(&fx, segs[0])); /* its timer stopped while it waits */
+    CHECK(!fx_in_hotel(segs[0])); /* its timer stopped while it waits */
     CHECK(ep->timer.in_recovery);
     CHECK_EQ_U(ep->timer.recover, ISN + 4); /* everything sent so far */
     CHECK_EQ(fx_resend_len(&fx), 1);
@@ -166,7 +166,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL); /* retransmissions use the data channel */
     CHECK(same_but_flags(p, &fx.posts[0], OPAL_BTL_USNIC_HDR_FLAG_RETX)); /* the first transmission's bytes */
     CHECK_EQ(segs[0]->retries, 1);
-    CHECK(fx_is_armed(&fx, segs[0]));
+    CHECK(fx_in_hotel(segs[0]));
     CHECK(!FX_FLAG(segs[0], ON_RESEND));
     CHECK_EQ_U(fx.eng.stats.num_resends, 1);
     fx_complete_all(&fx);
@@ -199,7 +199,7 @@ static void test_ack_duplicate_one_fast_retransmit_per_value(void)
     CHECK_EQ_U(fx.eng.stats.num_dup_acks, dups);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
     CHECK_EQ(fx_progress(&fx), 0);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -222,7 +222,7 @@ static void test_ack_stale_ignored(void)
     CHECK_EQ(small_avail(&fx), avail);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     CHECK_EQ(fx_resend_len(&fx), 0);
-    CHECK_EQ(fx.narmed, 2);
+    CHECK_EQ(fx_hotel_guests(&fx), 2);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
@@ -248,7 +248,7 @@ static void test_ack_beyond_sent_ignored_and_counted(void)
     CHECK_EQ_U(ep->tx.acked_seq, ISN - 1);
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 5);
     CHECK_EQ(small_avail(&fx), avail);
-    CHECK_EQ(fx.narmed, 5);
+    CHECK_EQ(fx_hotel_guests(&fx), 5);
     /* the same through a forged ACK datagram */
     uint8_t buf[128];
     fx_recv(&fx, buf, fx_build_ack(buf, PEER, ISN + 100));
@@ -283,7 +283,7 @@ static void test_ack_before_send_completion(void)
     CHECK(FX_FLAG(segs[0], ACKED));
     CHECK(FX_FLAG(segs[0], POSTED));
     CHECK(!FX_FLAG(segs[0], IN_WINDOW));
-    CHECK(!fx_is_armed(&fx, segs[0]));
+    CHECK(!fx_in_hotel(segs[0]));
     CHECK_EQ(opal_btl_usnic_endpoint_in_flight(ep), 0);
     CHECK_EQ(small_avail(&fx), full_small - 1);                          /* still held */
     CHECK_EQ(fx_free_list_available(&fx.eng.pool.chunk_segs), full_chunks - 3); /* still held */
@@ -363,7 +363,7 @@ static void test_ack_while_queued_for_retransmit(void)
         }
         fx_complete_all(&fx);
         opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-        CHECK(fx_timers_consistent(&fx));
+        CHECK(fx_hotel_consistent(&fx));
         CHECK(fx_all_recycled(&fx));
         fx_fini(&fx);
     }
@@ -408,7 +408,7 @@ static void test_ack_while_queued_and_posted(void)
     CHECK_EQ(small_avail(&fx), full - 2); /* seg 0 and seg 2 still held by the provider */
     fx_complete_all(&fx);
     CHECK_EQ(fx_progress(&fx), 0);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -426,7 +426,7 @@ static void test_timer_expiry_then_resend(void)
     for (int i = 0; i < 3; ++i) {
         CHECK_EQ_U(segs[i]->sent_time, 50);
         CHECK_EQ_U(segs[i]->deadline, 50 + FX_RTO_INITIAL);
-        CHECK(fx_is_armed(&fx, segs[i]));
+        CHECK(fx_in_hotel(segs[i]));
     }
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 50 + FX_RTO_INITIAL);
     fx_complete_all(&fx);
@@ -436,12 +436,12 @@ static void test_timer_expiry_then_resend(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
     /* at the deadline: the oldest only */
     fx_set_time(&fx, 50 + FX_RTO_INITIAL);
-    opal_btl_usnic_engine_expire(&fx.eng);
+    opal_btl_usnic_hotel_evict_due(&fx.eng);
     CHECK(FX_FLAG(segs[0], ON_RESEND));
-    CHECK(!FX_FLAG(segs[0], IN_TIMER));
-    CHECK(!fx_is_armed(&fx, segs[0]));
-    CHECK(!FX_FLAG(segs[1], ON_RESEND) && FX_FLAG(segs[1], IN_TIMER));
-    CHECK(!FX_FLAG(segs[2], ON_RESEND) && FX_FLAG(segs[2], IN_TIMER));
+    CHECK(!FX_FLAG(segs[0], IN_HOTEL));
+    CHECK(!fx_in_hotel(segs[0]));
+    CHECK(!FX_FLAG(segs[1], ON_RESEND) && FX_FLAG(segs[1], IN_HOTEL));
+    CHECK(!FX_FLAG(segs[2], ON_RESEND) && FX_FLAG(segs[2], IN_HOTEL));
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     CHECK_EQ(ep->timer.backoff, 1);
     CHECK(ep->timer.in_recovery);
@@ -458,18 +458,18 @@ static void test_timer_expiry_then_resend(void)
     CHECK_EQ_U(fx_post_seq(p), ISN);
     CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
     CHECK(same_but_flags(p, &fx.posts[0], TIMEOUT_FLAGS));
-    CHECK(fx_is_armed(&fx, segs[0]));
+    CHECK(fx_in_hotel(segs[0]));
     CHECK_EQ_U(segs[0]->sent_time, 50 + FX_RTO_INITIAL);
     CHECK_EQ_U(segs[0]->deadline, 50 + FX_RTO_INITIAL + 2 * FX_RTO_INITIAL); /* backed off */
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[0]->deadline);
     CHECK_EQ(segs[0]->retries, 1);
     /* credits: the retransmission took a data-channel credit, returned at completion */
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1023);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
 
     /* an expiry racing with the ACK (reported after it) is ignored */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
-    CHECK(!fx_is_armed(&fx, segs[0]));
+    CHECK(!fx_in_hotel(segs[0]));
     CHECK_EQ(ep->timer.backoff, 0);
     opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
@@ -501,8 +501,8 @@ static void test_timer_expiry_then_resend(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 4);
     CHECK_EQ_U(fx.eng.stats.num_resends, 6);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK(fx_timers_consistent(&fx));
-    CHECK_EQ(fx.narmed, 0);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -1193,7 +1193,7 @@ static void test_away_resends_copies_with_backoff(void)
         CHECK_EQ(fx.posts[3 + i].len, fx.posts[i].len);
         CHECK_MEM(fx.posts[3 + i].bytes + sizeof(opal_btl_usnic_hdr_t), fx.posts[i].bytes + sizeof(opal_btl_usnic_hdr_t),
                   fx.posts[i].len - sizeof(opal_btl_usnic_hdr_t));
-        CHECK(fx_is_armed(&fx, segs[i]));
+        CHECK(fx_in_hotel(segs[i]));
     }
     CHECK_EQ_U(fx.eng.stats.num_away_resends, 3);
     CHECK_EQ_U(fx.eng.stats.num_resends, 0);

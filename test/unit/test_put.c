@@ -185,7 +185,7 @@ static void pair_step(pair_t *p)
     }
     if (UINT64_MAX != opal_btl_usnic_engine_next_deadline(&p->a.eng) &&
         opal_btl_usnic_engine_next_deadline(&p->a.eng) <= p->a.now) {
-        opal_btl_usnic_engine_expire(&p->a.eng);
+        opal_btl_usnic_hotel_evict_due(&p->a.eng);
     }
 }
 

@@ -431,9 +431,9 @@ static void test_run_timeout_resends_batch(void)
     CHECK_EQ_U(q.fx.eng.stats.num_timeout_retrans, 8);
     for (unsigned i = 8; i < 12; ++i) {
         opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(ISN + i) % 64];
-        CHECK(FX_FLAG(seg, IN_TIMER)); /* beyond the batch: still waiting */
+        CHECK(FX_FLAG(seg, IN_HOTEL)); /* beyond the batch: still waiting */
     }
-    CHECK(fx_timers_consistent(&q.fx));
+    CHECK(fx_hotel_consistent(&q.fx));
     size_t before = q.fx.nposts;
     unsigned flushes = q.nflush;
     CHECK_EQ(fx_progress(&q.fx), 8); /* the resend budget is at least a batch */
@@ -469,7 +469,7 @@ static void test_run_timeout_resends_batch(void)
     CHECK_EQ(fx_progress(&q.fx), 4);
     fx_complete_all(&q.fx);
     opal_btl_usnic_handle_ack(&q.fx.eng, ep, ISN + 11);
-    CHECK(fx_timers_consistent(&q.fx));
+    CHECK(fx_hotel_consistent(&q.fx));
     CHECK(fx_all_recycled(&q.fx));
     fx_fini(&q.fx);
 }
@@ -545,7 +545,7 @@ static void test_run_skips_sacked_and_queued(void)
     }
     fx_complete_all(&q.fx);
     opal_btl_usnic_handle_ack(&q.fx.eng, ep, ISN + 9);
-    CHECK(fx_timers_consistent(&q.fx));
+    CHECK(fx_hotel_consistent(&q.fx));
     CHECK(fx_all_recycled(&q.fx));
     fx_fini(&q.fx);
 }

@@ -406,7 +406,7 @@ static void test_sack_marks_exactly_held(void)
         bool ok = sacked_exactly(segs + a, 20 - a, cases[c].want >> a);
         ok = CHECK_EQ(fx_resend_len(&fx), 0) && ok;
         ok = CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 0) && ok;
-        ok = CHECK(fx_timers_consistent(&fx)) && ok; /* marking stops no timer */
+        ok = CHECK(fx_hotel_consistent(&fx)) && ok; /* marking stops no timer */
         if (!ok) {
             fprintf(stderr, "  case \"%s\"\n", cases[c].name);
         }
@@ -493,7 +493,7 @@ static void test_sack_holes_resent_when_overdue(void)
     fx_progress(&fx);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 22);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -560,7 +560,7 @@ static void test_sack_needs_a_later_segment_of_the_same_channel(void)
     CHECK_EQ_U(fx.eng.stats.num_sack_retrans, 1);
     fx_complete_all(&fx);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -712,7 +712,7 @@ static void test_sack_skips_queued_and_away(void)
     fx_complete_all(&fx);
     /* held, unsent again, kept until the cumulative ACK */
     CHECK(!FX_FLAG(segs[1], ACKED) && FX_FLAG(segs[1], IN_WINDOW));
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
 
     /* resend_away: copies of overdue segments, but not of held ones */
     fx_set_time(&fx, 5000); /* everything overdue by far */
@@ -757,9 +757,9 @@ static void test_sack_only_cumulative_releases(void)
     for (int i = 0; i < 10; ++i) {
         CHECK(FX_FLAG(segs[i], IN_WINDOW) && !FX_FLAG(segs[i], ACKED));
         CHECK_PTR_EQ(ep->tx.sent[(ISN + i) % 32], segs[i]);
-        CHECK(FX_FLAG(segs[i], IN_TIMER));
+        CHECK(FX_FLAG(segs[i], IN_HOTEL));
     }
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     /* the oldest is no SACKED segment: the timer still watches the hole */
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[0]->deadline);
     /* a cumulative ACK to ISN+4 releases ISN..ISN+4, held ones included */
@@ -773,7 +773,7 @@ static void test_sack_only_cumulative_releases(void)
     CHECK_EQ(fx_small_frags_available(&fx), full - 2);
     fx_complete_all(&fx);
     CHECK_EQ(fx_small_frags_available(&fx), full);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     /* a recycled segment starts clean: no SACKED left on its next send */
     opal_btl_usnic_send_seg_t *again[10];

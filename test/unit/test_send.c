@@ -664,7 +664,7 @@ static void test_send_backpressure(void)
     CHECK(ep->tx.on_rts_list); /* still ready to send */
     CHECK_EQ_U(fx.eng.stats.num_send_eagain, 1);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ(opal_btl_usnic_engine_progress(&fx.eng), 1);
     CHECK_EQ_U(fx_post_seq(&fx.posts[0]), ISN);
     CHECK_EQ(cb_small.calls, 1);

@@ -352,7 +352,7 @@ static void test_backoff_schedule_and_reset(void)
     CHECK_EQ(ep->timer.backoff, 20);
     CHECK_EQ_U(segs[0]->deadline - segs[0]->sent_time, 16000);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -393,7 +393,7 @@ static void test_backoff_capped_while_peer_alive(void)
     CHECK_EQ_U(t5 - t4, 16000); /* heard more than rto_max ago: full back-off */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -445,7 +445,7 @@ static void test_sack_repairs_holes(void)
     fx_progress(&fx);
     fx_complete_all(&fx);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -467,7 +467,7 @@ static void test_timeout_retransmits_only_oldest(void)
     CHECK_EQ(fx_resend_len(&fx), 1);
     CHECK(FX_FLAG(segs[0], ON_RESEND));
     for (int i = 1; i < 8; ++i) {
-        CHECK(FX_FLAG(segs[i], IN_TIMER) && !FX_FLAG(segs[i], ON_RESEND));
+        CHECK(FX_FLAG(segs[i], IN_HOTEL) && !FX_FLAG(segs[i], ON_RESEND));
         CHECK_LE_U(segs[i]->deadline, fx.now); /* due, but not the oldest */
     }
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
@@ -487,7 +487,7 @@ static void test_timeout_retransmits_only_oldest(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 2);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
 
     /* several endpoints: each one's oldest, nothing more */
@@ -573,7 +573,7 @@ static void test_partial_ack_spares_recent_hole(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* partial: recover is ISN + 1 */
     CHECK(ep->timer.in_recovery);
     CHECK(!FX_FLAG(segs[1], ON_RESEND)); /* 60 us old < rto_min (no RTT estimate yet) */
-    CHECK(FX_FLAG(segs[1], IN_TIMER));
+    CHECK(FX_FLAG(segs[1], IN_HOTEL));
     CHECK_LE_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[1]->deadline);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     /* it times out on its own deadline instead */
@@ -585,7 +585,7 @@ static void test_partial_ack_spares_recent_hole(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
 
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -642,7 +642,7 @@ static void test_dup_ack_overdue_retransmits_again(void)
         CHECK_EQ(segs[0]->retries, 4);
         CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
         opal_btl_usnic_handle_ack(&fx.eng, ep, first + 3);
-        CHECK(fx_timers_consistent(&fx));
+        CHECK(fx_hotel_consistent(&fx));
         CHECK(fx_all_recycled(&fx));
         if (unit_state.current_failed) {
             fprintf(stderr, "  %s RTT estimate\n", with_estimate ? "with" : "without");
@@ -732,7 +732,7 @@ static prop_result_t random_deadline_run(uint64_t seed, uint64_t peer_timeout)
         }
         r.timeouts_checked += (UINT64_MAX != truth);
     }
-    if (!fx_timers_consistent(&fx)) {
+    if (!fx_hotel_consistent(&fx)) {
         ++r.violations;
     }
     /* drain: everything ACKed and completed comes back */
@@ -804,7 +804,7 @@ static void test_peer_timeout_fires_once(void)
     CHECK_LE(fx.peer_failed_at, 500 + pt + rto_max); /* see test_bug_peer_timeout_late_after_retransmission */
     CHECK(ep->failed);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ(cbs[0].calls, 1); /* posted: all its bytes were copied, done */
     CHECK_EQ(cbs[0].status, OPAL_SUCCESS);
     CHECK_EQ(cbs[1].calls, 1); /* still queued when the peer failed */
@@ -836,7 +836,7 @@ static void test_peer_timeout_fires_once(void)
     CHECK_EQ(fx_send(&fx, ep, refused, 1), OPAL_ERR_UNREACH);
     fx_free(&fx, refused); /* a refused descriptor is still the PML's */
     fx_complete_all(&fx);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -934,11 +934,11 @@ static void test_peer_timeout_idle_endpoint(void)
  * retransmissions); kept as a regression test, and it passes.  The bug:
  * the peer timeout was detected up to rto_max late when the oldest segment
  * had just been retransmitted.
- * opal_btl_usnic_engine_expire() recomputes next_deadline from
- * endpoint_expire(), which includes the endpoint's peer deadline
+ * opal_btl_usnic_hotel_evict_due() recomputes next_deadline from
+ * hotel_evict_endpoint(), which includes the endpoint's peer deadline
  * (last_ack_time + peer_timeout) except when it has just queued the oldest
  * segment for retransmission: then it returns UINT64_MAX, and the repost
- * (opal_btl_usnic_timer_start) lowers next_deadline only to the new
+ * (opal_btl_usnic_hotel_checkin) lowers next_deadline only to the new
  * segment deadline, now + the backed-off RTO.  If that is later than the
  * peer deadline, next_deadline (documented as the earliest deadline) is
  * later than the peer deadline and an owner that waits for next_deadline
@@ -999,7 +999,7 @@ static void test_no_timer_while_nothing_in_flight(void)
         }
     }
     CHECK_GT(fx_count_posts(&fx, -1, OPAL_BTL_USNIC_PKT_ACK), 0);
-    CHECK_EQ(fx.arms, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
     fx_complete_all(&fx);
 
@@ -1010,7 +1010,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     fx_complete_all(&fx);
     fx_set_time(&fx, 5100);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK(!ep->tx.on_flight_list);
     for (uint64_t t = 5200; t < 500000; t += 3333) {
         fx_set_time(&fx, t);
@@ -1033,7 +1033,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     CHECK_EQ_U(fx.eng.stats.num_resends, 0);
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }

@@ -673,3 +673,54 @@ void fx_fill(uint8_t *buf, size_t len, uint32_t seed)
         buf[i] = (uint8_t) (x >> 23);
     }
 }
+
+bool fx_same_but_flags(const fx_post_t *resend, const fx_post_t *first, uint8_t retx_flags)
+{
+    if (resend->len != first->len || resend->len < sizeof(opal_btl_usnic_hdr_t)) {
+        return false;
+    }
+    const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) resend->bytes;
+    if ((h->flags & retx_flags) != retx_flags) {
+        return false;
+    }
+    /* a retransmission is a new datagram: a later nonce, its own tag */
+    const opal_btl_usnic_hdr_t *f = (const opal_btl_usnic_hdr_t *) first->bytes;
+    if (opal_btl_usnic_host64(h->nonce) <= opal_btl_usnic_host64(f->nonce)) {
+        return false;
+    }
+    uint8_t copy[FX_MTU], orig[FX_MTU];
+    memcpy(copy, resend->bytes, resend->len);
+    memcpy(orig, first->bytes, first->len);
+    opal_btl_usnic_hdr_t *c = (opal_btl_usnic_hdr_t *) copy, *o = (opal_btl_usnic_hdr_t *) orig;
+    c->flags &= (uint8_t) ~retx_flags;
+    c->nonce = o->nonce = 0;
+    memset(c->mac, 0, sizeof(c->mac));
+    memset(o->mac, 0, sizeof(o->mac));
+    return 0 == memcmp(copy, orig, first->len);
+}
+
+unsigned fx_nchunks(size_t size, size_t chunk)
+{
+    return (unsigned) ((size + chunk - 1) / chunk);
+}
+
+void fx_make_order(unsigned *order, unsigned n, int kind)
+{
+    for (unsigned i = 0; i < n; ++i) {
+        order[i] = (1 == kind) ? n - 1 - i : i;
+    }
+    if (kind >= 2) {
+        uint64_t rng = (uint64_t) kind * 1000 + n;
+        for (unsigned i = n; i > 1; --i) {
+            unsigned j = fx_rand(&rng) % i;
+            unsigned t = order[i - 1];
+            order[i - 1] = order[j];
+            order[j] = t;
+        }
+    }
+}
+
+const char *fx_order_name(int kind)
+{
+    return kind == 0 ? "forward" : kind == 1 ? "reverse" : "shuffled";
+}

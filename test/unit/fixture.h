@@ -265,6 +265,20 @@ unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_
         }                                                                                 \
     } while (0)
 
+/* Chunks of a |size|-byte fragment cut at |chunk| bytes */
+unsigned fx_nchunks(size_t size, size_t chunk);
+/* order[0..n) := a permutation of the chunks: |kind| 0 forward, 1
+ * reverse, 2+ shuffled with a seed of its own; and its name */
+void fx_make_order(unsigned *order, unsigned n, int kind);
+const char *fx_order_name(int kind);
+
+/* A retransmission is the first transmission's bytes, but for the flags
+ * |retx_flags| in its header (FLAG_RETX, and FLAG_RETX_TIMEOUT after a
+ * timeout: how the receiver tells real losses and premature timeouts), a
+ * later nonce and its own tag */
+bool fx_same_but_flags(const fx_post_t *resend, const fx_post_t *first, uint8_t retx_flags);
+#define FX_TIMEOUT_FLAGS (OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT)
+
 /* Segments waiting on the engine's resend list */
 size_t fx_resend_len(fx_t *fx);
 uint32_t fx_rand(uint64_t *state);

@@ -27,7 +27,7 @@
  *     reads each engine's hotel but never computes or fires a deadline.  After every pass it checks that each
  *     engine's next_deadline is not later than the earliest retransmit
  *     deadline the engine must act on (fx_true_next_deadline; the peer
- *     deadline is left out here, see test_timer's
+ *     deadline is left out here, see test_ack_hotel's
  *     test_bug_peer_timeout_late_after_retransmission).  Both engines run
  *     with a peer timeout of 0.5 s of virtual time (none on the 15-of-16
  *     loss rows), which must never fire.  No sleeps; a case that does not

@@ -29,15 +29,18 @@
  * earliest deadline of all guests: a pass where nothing is due costs one
  * compare.  Only each endpoint's oldest guest can be due (see below), so
  * eviction looks at one room per endpoint.
- * Why not opal_hotel (the seed design), measured by bench/hotel_cost.c
- * (bench/README.md): a check-in + check-out pair costs 2.3 ns here, 5.9
- * ns in an opal_hotel without event base (a registry that never evicts),
- * 70 ns in one with an event base (each check-in arms a libevent timer);
- * and a 100 us timeout fires ~0 us late here (the first progress pass
- * after the deadline), 3.9 ms late from an opal_hotel whose event base is
- * looped busily (libevent reads a coarse clock, 4 ms ticks) and 9.9 ms
- * late at opal_progress's 10 ms cadence: a hundred times the RTO of a
- * loopback path.
+ * Why not opal_hotel (the seed design)?  Measured by bench/hotel_cost.c
+ * (bench/README.md, four runs): a check-in + check-out pair costs
+ * 1.5-2.4 ns here, 4-9 ns in an opal_hotel without event base (what the
+ * engine paid on every post and ACK until the hotel was its own: a
+ * registry that never evicted), 42-70 ns in one with an event base
+ * (each check-in arms a libevent timer, as hotel-driven timeouts need).
+ * And a 100 us timeout fires at the first progress pass after its
+ * deadline here (median 0, p99 0.2 us), but 3.9 ms late (median) from an
+ * opal_hotel whose event base is looped busily (libevent's clock is the
+ * kernel's coarse one: 4 ms ticks) and 9.9 ms late at the ~10 ms cadence
+ * at which opal_progress loops it: 20-50 times rto_min on a loopback
+ * path.
  *
  * What a timeout retransmits.  Only an endpoint's oldest un-ACKed segment
  * (the one the cumulative ACK is stuck on).  Resending the whole window on

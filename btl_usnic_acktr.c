@@ -30,19 +30,19 @@
  *
  * ACKs are cumulative: "I have everything <= ack_seq".  Every data segment
  * carries the current ACK, so that the loss of explicit ACKs (which travel
- * alone, on the priority channel) can never leave both peers retransmitting
- * forever.  A receiver owes an ACK after accepting a segment.  The debt is
- * paid by the next data segment to that peer (flagged ACK_NEW), or by an
- * explicit ACK on the priority channel once ack_iteration_delay progress
- * ticks and ack_delay microseconds passed (time, because the number of
- * passes per microsecond varies tenfold with what progress finds to do:
- * a reply sent within ack_delay carries the ACK, which spares both sides a
- * datagram each way).  The ACK is urgent (next tick) when a duplicate or an old segment arrives (our
- * previous ACK was probably lost), when the segment asks for it
- * (ACK_SOON: the last segment of a PUT, whose completion waits for it),
- * and when half of the window, or segments costing half of the last
- * grant, have been received without an ACK (so the sender's window never
- * closes for want of one).
+ * alone, on the priority channel) can never leave both peers
+ * retransmitting forever.  A receiver owes an ACK after accepting a
+ * segment.  The debt is paid by the next data segment to that peer
+ * (flagged ACK_NEW), or by an explicit ACK on the priority channel once
+ * ack_iteration_delay progress ticks and ack_delay microseconds passed
+ * (time, because the number of passes per microsecond varies tenfold with
+ * what progress finds to do: a reply sent within ack_delay carries the
+ * ACK, which spares both sides a datagram each way).  The ACK is urgent
+ * (next tick) when a duplicate or an old segment arrives (our previous ACK
+ * was probably lost), when the segment asks for it (ACK_SOON: the last
+ * segment of a PUT, whose completion waits for it), and when half of the
+ * window, or segments costing half of the last grant, have been received
+ * without an ACK (so the sender's window never closes for want of one).
  */
 #include "opal_config.h"
 

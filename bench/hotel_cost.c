@@ -69,7 +69,8 @@ static void print_lateness(const char *what, int64_t *late_ns, int n)
         ++early;
     }
     printf("%-44s median %7.1f us  p90 %7.1f us  p99 %7.1f us  max %7.1f us  early %d/%d\n", what,
-           late_ns[n / 2] / 1e3, late_ns[n * 9 / 10] / 1e3, late_ns[n * 99 / 100] / 1e3, late_ns[n - 1] / 1e3, early, n);
+           late_ns[n / 2] / 1e3, late_ns[n * 9 / 10] / 1e3, late_ns[n * 99 / 100] / 1e3, late_ns[n - 1] / 1e3,
+           early, n);
 }
 
 /* ----- 1. fast-path cost ----- */

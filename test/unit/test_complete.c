@@ -90,8 +90,8 @@ static void put_cb(struct mca_btl_base_module_t *module, struct mca_btl_base_end
     put_cb_status = status;
 }
 
-/* A PUT of |segs| segments, all posted and un-ACKed, its failure marked
- * on the first if |fail| */
+/* A PUT of two segments, both posted and un-ACKed, its failure marked on
+ * the first if |fail| */
 static void put_completes_after_last_ack(int fail)
 {
     fx_t fx;

@@ -10,8 +10,14 @@
  *   proto seq auth batch stats slab reg charge   pure building blocks
  *   frag                   segments, fragments, their pool, reassembly slots
  *   engine_core            this header
- *   endpoint               per-peer state, bound to an engine
- *   ack send recv put      the reliability engine's layers (none includes another)
+ *   endpoint               per-peer state, bound to an engine, its ready-to-send list
+ *   complete acktr ack post put send recv
+ *                          the reliability engine's layers (no header
+ *                          includes another); their calls go one way
+ *                          (test/unit/check-calls.sh): completions; what
+ *                          we owe a peer; the sender's reliability and
+ *                          the hotel; posting; PUT; the send progression
+ *                          and the progress pass; the receive side
  *   glue pml               the engine side of the BTL entry points; the
  *                          module's side of the deliver upcall
  *   engine                 all but pml (what the module and the tests include)
@@ -80,11 +86,6 @@ typedef struct opal_btl_usnic_wire_ops_t {
      */
     int (*post)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                 opal_btl_usnic_send_seg_t *seg, int channel);
-    /* Start / stop the retransmit timer of |seg|. */
-    int (*timer_arm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                     opal_btl_usnic_send_seg_t *seg);
-    void (*timer_disarm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_seg_t *seg);
     /**
      * Send what post held back.  A wire that batches (params.batch_segs
      * > 1: the socket wire cuts the data segments posted to one peer in a
@@ -181,12 +182,12 @@ typedef struct opal_btl_usnic_engine_t {
     uint64_t tick;                /* progress passes (paces explicit ACKs) */
     uint32_t nonce_generation;    /* endpoints made so far: each one's nonces start above the last's */
     uint64_t now;                 /* us; set by the owner once per progress pass */
-    uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
+    uint64_t next_deadline;       /* the hotel's earliest deadline (btl_usnic_ack.c); UINT64_MAX = none */
     uint64_t away_next;           /* resend_away: engine time of its next round (0: at once) */
     uint64_t away_interval;       /* resend_away: its current back-off (0: none yet) */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
 
-    /* Receiver grants (btl_usnic_ack.c): peers that sent us data in the
+    /* Receiver grants (btl_usnic_acktr.c): peers that sent us data in the
      * current and the previous epoch share rx_capacity. */
     uint64_t rx_epoch;            /* number of the current epoch */
     uint64_t rx_epoch_start;      /* us */
@@ -199,7 +200,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t endpoints_with_sends;
     opal_list_t endpoints_needing_ack;
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
-    opal_list_t endpoints_in_flight; /* endpoints with un-ACKed segments */
+    opal_list_t endpoints_in_flight; /* the hotel's register: endpoints with un-ACKed segments */
 
     opal_btl_usnic_frag_pool_t pool; /* fragments, segments and the memory of their buffers */
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */

@@ -3,10 +3,9 @@
  *
  * Per-interface modules: setup (the transport, the engine, secrets, the
  * modex entry), the progress passes, and the two tables the engine is
- * bound to: its wire below (posts go to the transport, timers to the
- * endpoint's hotel) and its upcalls above (fragments, send and PUT
- * completions to the PML's callbacks, failed peers to the PML's error
- * callback).  The BTL entry points are in btl_usnic_btl.c, peers in
+ * bound to: its wire below (posts and flushes go to the transport) and
+ * its upcalls above (fragments, send and PUT completions to the PML's
+ * callbacks, failed peers to the PML's error callback).  The BTL entry points are in btl_usnic_btl.c, peers in
  * btl_usnic_peers.c, libfabric in btl_usnic_wire_ofi.c.
  */
 #include "opal_config.h"
@@ -33,38 +32,6 @@ static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
     return module->transport->post(module, ep, seg, channel);
 }
 
-/* Un-ACKed segments wait in the endpoint's opal_hotel, one room each.
- * The hotel gets no event base, so it arms no libevent timers: the engine
- * fires retransmit timers itself from the progress function (see
- * btl_usnic_ack.c), far finer than the event base that would drive hotel
- * evictions (looped every ~10 ms by opal_progress). */
-void opal_btl_usnic_hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant)
-{
-    (void) hotel;
-    (void) room;
-    (void) occupant;
-    opal_output(0, "btl:usnic: internal error: a hotel without event base evicted a segment");
-}
-
-static int wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
-{
-    (void) eng;
-    if (seg->hotel_room >= 0) {
-        return OPAL_SUCCESS;
-    }
-    return opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
-}
-
-static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_seg_t *seg)
-{
-    (void) eng;
-    if (seg->hotel_room >= 0) {
-        opal_hotel_checkout(&ep->hotel, seg->hotel_room);
-        seg->hotel_room = -1;
-    }
-}
-
 static void wire_flush(opal_btl_usnic_engine_t *eng)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
@@ -73,8 +40,6 @@ static void wire_flush(opal_btl_usnic_engine_t *eng)
 
 static const opal_btl_usnic_wire_ops_t engine_wire = {
     .post = wire_post,
-    .timer_arm = wire_timer_arm,
-    .timer_disarm = wire_timer_disarm,
     .flush = wire_flush,
 };
 

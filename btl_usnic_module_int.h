@@ -43,10 +43,6 @@ int opal_btl_usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, s
 /* Finalize: say goodbye to every peer and release its endpoint */
 void opal_btl_usnic_peers_release_all(opal_btl_usnic_module_t *module);
 
-/* btl_usnic_module.c */
-/* The eviction callback of an endpoint's hotel, which never evicts */
-void opal_btl_usnic_hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant);
-
 END_C_DECLS
 
 #endif /* OPAL_BTL_USNIC_MODULE_INT_H */

@@ -3,7 +3,7 @@
  *
  * A module's peers: add_procs/del_procs, reading and checking the modex,
  * pairing our modules with the peer's, endpoint creation (window, keys,
- * the peer's address on the transport, the retransmit hotel), the
+ * the peer's address on the transport), the
  * connectivity precheck and map, and the goodbye at release.
  */
 #include "opal_config.h"
@@ -184,12 +184,6 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
         opal_btl_usnic_endpoint_set_peer_rx(ep, &charge, remote->rx_capacity);
         rc = module->transport->add_peer(module, ep, remote);
         added = (OPAL_SUCCESS == rc);
-    }
-    if (OPAL_SUCCESS == rc) {
-        OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
-        ep->hotel_ready = true;
-        rc = opal_hotel_init(&ep->hotel, (int) ep->window, NULL, (uint32_t) opal_btl_usnic_globals.rto_max, 0,
-                             opal_btl_usnic_hotel_never_evicts);
     }
     if (OPAL_SUCCESS == rc) {
         rc = peer_register(module, ep);

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "btl_usnic_ack.h"
+#include "btl_usnic_acktr.h"
 #include "btl_usnic_auth.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"

@@ -74,8 +74,8 @@
  * datagrams nothing deliverable is left waiting and the engine holds
  * exactly the queued ones; next_expected only moves forward, by at most
  * the window, and only for an accepted in-order segment; reassembly slots
- * agree with the shadow; un-ACKed segments <= window; timer notifications
- * agree with the engine; a PUT takes its sequence number iff it is new and
+ * agree with the shadow; un-ACKed segments <= window; the hotel is
+ * consistent (fx_hotel_consistent); a PUT takes its sequence number iff it is new and
  * allowed (live region, key, peer, range: written; deregistered region:
  * discarded), and region memory changes exactly by the PUTs written
  * (shadow copies).  ASan checks that everything read lies inside the
@@ -790,7 +790,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run_record(&S.rec[S.next++]);
         /* top level: nothing half-done any more */
         fx_t *fx = &S.fx;
-        FZ_CHECK(0 == S.depth && fx_timers_consistent(fx));
+        FZ_CHECK(0 == S.depth && fx_hotel_consistent(fx));
         for (size_t i = 0; i < fx->ndels; ++i) {
             free(fx->dels[i].data);
         }

@@ -45,7 +45,7 @@ static bool inject_post_copy(opal_btl_usnic_module_t *module, opal_btl_usnic_end
 {
     copy->channel = (uint8_t) channel;
     copy->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    if (module->eng.credits[channel] > 0 && OPAL_SUCCESS == module->inject->inner->post(module, ep, copy, channel)) {
+    if (module->eng.credits[channel] > 0 && OPAL_SUCCESS == module->inject->inner->engine.post(&module->eng, ep, copy, channel)) {
         --module->eng.credits[channel];
         return true;
     }
@@ -139,25 +139,26 @@ static void inject_del_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endp
     module->inject->inner->del_peer(module, ep);
 }
 
-static int inject_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                       opal_btl_usnic_send_seg_t *seg, int channel)
+static int inject_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+                       int channel)
 {
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     /* after quiesce nothing would release a held datagram, and the
      * counts are already told: the goodbyes pass untouched */
     if (module->inject->quiesced) {
-        return module->inject->inner->post(module, ep, seg, channel);
+        return module->inject->inner->engine.post(eng, ep, seg, channel);
     }
     if (inject_faults(module, ep, seg, channel)) {
         return OPAL_SUCCESS;
     }
-    int rc = module->inject->inner->post(module, ep, seg, channel);
+    int rc = module->inject->inner->engine.post(eng, ep, seg, channel);
     inject_release_held(module);
     return rc;
 }
 
-static void inject_flush(opal_btl_usnic_module_t *module)
+static void inject_flush(opal_btl_usnic_engine_t *eng)
 {
-    module->inject->inner->flush(module);
+    opal_btl_usnic_module_of(eng)->inject->inner->engine.flush(eng);
 }
 
 static void inject_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -210,13 +211,15 @@ static void inject_fini(opal_btl_usnic_module_t *module)
     module->inject = NULL;
 }
 
-static int inject_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p)
+static int inject_mem_reg(void *ctx, void *base, size_t len, void **handle_p, void **desc_p)
 {
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
     return module->inject->inner->mem_reg(module, base, len, handle_p, desc_p);
 }
 
-static void inject_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
+static void inject_mem_unreg(void *ctx, void *handle)
 {
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
     module->inject->inner->mem_unreg(module, handle);
 }
 
@@ -225,8 +228,7 @@ static const opal_btl_usnic_transport_t inject_transport = {
     .open = inject_open,
     .add_peer = inject_add_peer,
     .del_peer = inject_del_peer,
-    .post = inject_post,
-    .flush = inject_flush,
+    .engine = {.post = inject_post, .flush = inject_flush},
     .post_wait = inject_post_wait,
     .progress = inject_progress,
     .progress_fast = inject_progress_fast,

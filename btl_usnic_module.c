@@ -3,10 +3,11 @@
  *
  * Per-interface modules: setup (the transport, the engine, secrets, the
  * modex entry), the progress passes, and the two tables the engine is
- * bound to: its wire below (posts and flushes go to the transport) and
- * its upcalls above (fragments, send and PUT completions to the PML's
- * callbacks, failed peers to the PML's error callback).  The BTL entry points are in btl_usnic_btl.c, peers in
- * btl_usnic_peers.c, libfabric in btl_usnic_wire_ofi.c.
+ * bound to: its wire below (the transport's own engine table) and its
+ * upcalls above (the sender lookup; fragments, send and PUT completions to
+ * the PML's callbacks, failed peers to the PML's error callback).  The BTL
+ * entry points are in btl_usnic_btl.c, peers in btl_usnic_peers.c,
+ * libfabric in btl_usnic_wire_ofi.c.
  */
 #include "opal_config.h"
 
@@ -22,26 +23,6 @@
 #include "btl_usnic.h"
 #include "btl_usnic_module_int.h"
 #include "btl_usnic_pml.h"
-
-/* ===================== the engine's wire: the transport below ===================== */
-
-static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
-                     int channel)
-{
-    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
-    return module->transport->post(module, ep, seg, channel);
-}
-
-static void wire_flush(opal_btl_usnic_engine_t *eng)
-{
-    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
-    module->transport->flush(module);
-}
-
-static const opal_btl_usnic_wire_ops_t engine_wire = {
-    .post = wire_post,
-    .flush = wire_flush,
-};
 
 /* ===================== the engine's upcalls: the PML above ===================== */
 
@@ -112,19 +93,6 @@ int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now
 
 /* ===================== module setup ===================== */
 
-/* The engine's slab registrations (opal_btl_usnic_mem_ops_t), by the transport */
-static int mem_reg(void *ctx, void *base, size_t len, void **handle_p, void **desc_p)
-{
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
-    return module->transport->mem_reg(module, base, len, handle_p, desc_p);
-}
-
-static void mem_unreg(void *ctx, void *handle)
-{
-    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
-    module->transport->mem_unreg(module, handle);
-}
-
 /* Largest default window: every segment of the window costs each peer's
  * endpoint a reassembly slot, a timer room and bitmap entries (about
  * 100 bytes); 1024 small messages in flight let a sender run a scheduler
@@ -167,7 +135,8 @@ static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 static int engine_setup(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
-    module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
+    module->mem_ops = (opal_btl_usnic_mem_ops_t){
+        .reg = module->transport->mem_reg, .unreg = module->transport->mem_unreg, .ctx = module};
     opal_btl_usnic_engine_params_t p = {
         .protect = c->protection,
         .my_name = opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME),
@@ -194,7 +163,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
-    return opal_btl_usnic_engine_init(&module->eng, &p, &engine_wire, &engine_upcalls);
+    return opal_btl_usnic_engine_init(&module->eng, &p, &module->transport->engine, &engine_upcalls);
 }
 
 static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
@@ -241,11 +210,12 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_u
         return rc;
     }
     opal_btl_usnic_verbose(5, "%s: %s wire", module->if_name, module->transport->name);
-    /* Largest fragment: the module template's values as the user set them */
-    if (OPAL_SUCCESS != (rc = engine_setup(module))) {
+    /* before the engine binds the transport's table */
+    if (opal_btl_usnic_inject_wanted() && OPAL_SUCCESS != (rc = opal_btl_usnic_inject_wrap(module, module->transport))) {
         return rc;
     }
-    if (opal_btl_usnic_inject_wanted() && OPAL_SUCCESS != (rc = opal_btl_usnic_inject_wrap(module, module->transport))) {
+    /* Largest fragment: the module template's values as the user set them */
+    if (OPAL_SUCCESS != (rc = engine_setup(module))) {
         return rc;
     }
     module->super.btl_bandwidth = (opal_btl_usnic_globals.bandwidth > 0)

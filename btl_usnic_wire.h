@@ -22,9 +22,9 @@
  * the capabilities it fills at open.  Each wire finds its own devices:
  * the socket wire never loads libfabric.
  *
- * Not to be confused with the engine's opal_btl_usnic_wire_ops_t
- * (btl_usnic_engine_core.h): that is the engine's downward table, which the
- * module implements (btl_usnic_module.c) by calling this transport.
+ * The engine's downward table (opal_btl_usnic_wire_ops_t,
+ * btl_usnic_engine_core.h) is part of this one (transport->engine): the
+ * engine calls the wire's post and flush with no layer between.
  */
 #ifndef OPAL_BTL_USNIC_WIRE_H
 #define OPAL_BTL_USNIC_WIRE_H
@@ -95,15 +95,12 @@ typedef struct opal_btl_usnic_transport_t {
     /* |ep| goes away: forget its address */
     void (*del_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep);
     /**
-     * Post one datagram (the engine's wire->post contract, see
-     * btl_usnic_engine_core.h): OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE
-     * (back-pressure, nothing sent) or OPAL_ERR_UNREACH.  The place a batch
-     * call goes later.
+     * The engine's downward table itself (btl_usnic_engine_core.h: post
+     * one datagram, flush what post held back for a batch), bound by
+     * opal_btl_usnic_engine_init with no layer between: the wire finds its
+     * module from the engine (opal_btl_usnic_module_of).
      */
-    int (*post)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
-                opal_btl_usnic_send_seg_t *seg, int channel);
-    /* Send what post held back for a batch (see the engine's wire->flush) */
-    void (*flush)(struct opal_btl_usnic_module_t *module);
+    opal_btl_usnic_wire_ops_t engine;
     /* Post a datagram already reported as sent, riding out back-pressure
      * (the injector's held datagram); errors other than back-pressure
      * drop it. */
@@ -127,9 +124,11 @@ typedef struct opal_btl_usnic_transport_t {
      * its memory */
     void (*fini)(struct opal_btl_usnic_module_t *module);
     /* Register |len| bytes at |base| for posting (caps.needs_mr): the
-     * engine's slabs, through opal_btl_usnic_mem_ops_t */
-    int (*mem_reg)(struct opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p);
-    void (*mem_unreg)(struct opal_btl_usnic_module_t *module, void *handle);
+     * engine's slabs call these directly (opal_btl_usnic_mem_ops_t, whose
+     * context is the module: the slabs sit below the engine and know no
+     * wire) */
+    int (*mem_reg)(void *module, void *base, size_t len, void **handle_p, void **desc_p);
+    void (*mem_unreg)(void *module, void *handle);
 } opal_btl_usnic_transport_t;
 
 /* btl_usnic_wire_ofi.c */

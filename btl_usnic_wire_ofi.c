@@ -156,9 +156,10 @@ static ssize_t seg_send(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_
     return fi_sendmsg(chan->ep, &msg, 0);
 }
 
-static int ofi_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+static int ofi_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
                     int channel)
 {
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     opal_btl_usnic_channel_t *chan = &module->ofi->chan[channel];
     ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
     if (OPAL_LIKELY(0 == rc)) {
@@ -237,8 +238,9 @@ static void recv_repost_pending(opal_btl_usnic_module_t *module, opal_btl_usnic_
 /* ----- registered memory (providers with FI_MR_LOCAL) ----- */
 
 /* The engine's slab registrations: one fi_mr_reg per slab, at setup */
-static int ofi_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p)
+static int ofi_mem_reg(void *ctx, void *base, size_t len, void **handle_p, void **desc_p)
 {
+    opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) ctx;
     struct fid_mr *mr = NULL;
     int rc = fi_mr_reg(module->ofi->domain, base, len, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL);
     if (0 != rc) {
@@ -250,7 +252,7 @@ static int ofi_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, 
     return 0;
 }
 
-static void ofi_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
+static void ofi_mem_unreg(void *module, void *handle)
 {
     (void) module;
     fi_close(&((struct fid_mr *) handle)->fid);
@@ -913,9 +915,9 @@ static void ofi_quiesce(opal_btl_usnic_module_t *module)
     (void) module;
 }
 
-static void ofi_flush(opal_btl_usnic_module_t *module)
+static void ofi_flush(opal_btl_usnic_engine_t *eng)
 {
-    (void) module;
+    (void) eng;
 }
 
 static void ofi_close(opal_btl_usnic_module_t *module)
@@ -956,8 +958,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
     .open = ofi_open,
     .add_peer = ofi_add_peer,
     .del_peer = ofi_del_peer,
-    .post = ofi_post,
-    .flush = ofi_flush,
+    .engine = {.post = ofi_post, .flush = ofi_flush},
     .post_wait = ofi_post_wait,
     .progress = ofi_progress,
     .progress_fast = ofi_progress_fast,

@@ -389,9 +389,10 @@ static bool send_direct(opal_btl_usnic_module_t *module, sock_channel_t *ch, opa
     return true;
 }
 
-static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
+static int sock_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg,
                      int channel)
 {
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     sock_channel_t *ch = &module->sock->chan[channel];
     if (OPAL_UNLIKELY(ch->tx_count == ch->tx_cap)) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE; /* more posts than credits: not the engine's way */
@@ -411,8 +412,9 @@ static int sock_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t 
     return OPAL_SUCCESS;
 }
 
-static void sock_flush(opal_btl_usnic_module_t *module)
+static void sock_flush(opal_btl_usnic_engine_t *eng)
 {
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
         if (module->sock->chan[c].tx_count > 0) {
             chan_flush(module, &module->sock->chan[c]);
@@ -425,7 +427,7 @@ static void sock_flush(opal_btl_usnic_module_t *module)
 static void sock_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    if (OPAL_SUCCESS != sock_post(module, ep, seg, channel)) {
+    if (OPAL_SUCCESS != sock_post(&module->eng, ep, seg, channel)) {
         opal_btl_usnic_seg_send_complete(&module->eng, seg); /* no room: as if sent and lost */
         return;
     }
@@ -570,7 +572,7 @@ static int sock_progress(opal_btl_usnic_module_t *module)
 {
     sock_state_t *st = module->sock;
     finish_deferred_fast_recv(module);
-    sock_flush(module); /* what the kernel did not take last time */
+    sock_flush(&module->eng); /* what the kernel did not take last time */
     int count = 0;
     if (!module->prio_found_empty) {
         count += chan_poll(module, &st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL]);
@@ -965,7 +967,7 @@ static void sock_fini(opal_btl_usnic_module_t *module)
 }
 
 /* Nothing is registered: caps.needs_mr is false, the engine never asks */
-static int sock_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len, void **handle_p, void **desc_p)
+static int sock_mem_reg(void *module, void *base, size_t len, void **handle_p, void **desc_p)
 {
     (void) module;
     (void) base;
@@ -975,7 +977,7 @@ static int sock_mem_reg(opal_btl_usnic_module_t *module, void *base, size_t len,
     return OPAL_SUCCESS;
 }
 
-static void sock_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
+static void sock_mem_unreg(void *module, void *handle)
 {
     (void) module;
     (void) handle;
@@ -989,8 +991,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
     .open = sock_open,
     .add_peer = sock_add_peer,
     .del_peer = sock_del_peer,
-    .post = sock_post,
-    .flush = sock_flush,
+    .engine = {.post = sock_post, .flush = sock_flush},
     .post_wait = sock_post_wait,
     .progress = sock_progress,
     .progress_fast = sock_progress_fast,

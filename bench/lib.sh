@@ -67,7 +67,7 @@
 #     usnic_ofi        the ofi wire (btl_usnic_wire ofi)
 #     usnic_header, usnic_none   btl_usnic_protection header / none
 #     usnic_base, usnic_ofi_base   usnic, usnic_ofi with the plugin of
-#                      BASE_DIR (TENV: OMPI_MCA_mca_base_component_path)
+#                      BASE_DIR (--mca mca_base_component_path, and TENV)
 #     dgcheck, dgcheck_nomr   usnic over test/provider's dgcheck provider
 #                      (DGCHECK_DIR), FI_MR_LOCAL enforced / not
 #     tcp              pml ob1, btl tcp,self on TA_IF
@@ -259,9 +259,13 @@ transport_args() {
         usnic_ofi) TARGS=("${logged[@]}" --mca btl_usnic_wire ofi) ;;
         usnic_header | usnic_none)
             TARGS=("${usnic[@]}" ${TA_USNIC[@]+"${TA_USNIC[@]}"} --mca btl_usnic_protection "${1#usnic_}") ;;
-        usnic_base) TARGS=("${logged[@]}") TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
+        # the older plugin: for the ranks (--mca) and for mpirun's own ompi_info-like checks (TENV)
+        usnic_base)
+            TARGS=("${logged[@]}" --mca mca_base_component_path "$BASE_DIR")
+            TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
         usnic_ofi_base)
-            TARGS=("${logged[@]}" --mca btl_usnic_wire ofi) TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
+            TARGS=("${logged[@]}" --mca btl_usnic_wire ofi --mca mca_base_component_path "$BASE_DIR")
+            TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
         dgcheck | dgcheck_nomr)
             TARGS=("${usnic[@]}" --mca btl_usnic_provider_include dgcheck -x "FI_PROVIDER_PATH=$DGCHECK_DIR"
                    -x "DGCHECK_ENFORCE_MR=$([[ $1 == dgcheck ]] && echo 1 || echo 0)") ;;

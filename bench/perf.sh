@@ -31,6 +31,10 @@
 #   usnic_header, usnic_none   the same with btl_usnic_protection header /
 #           none: the cost of each mode, as ratios to none from runs that
 #           saw the same VM state (see below)
+#   usnic_base  usnic with an older plugin: the one in BASE_DIR (a copy of
+#           Open MPI's component directory holding it, as patterns.sh's
+#           BASELINE_PLUGIN makes); the table then gives usnic against it,
+#           paired within one VM state (a change's cost on the fast path)
 #   dgcheck, dgcheck_nomr   the usnic BTL over test/provider's "dgcheck"
 #           libfabric provider (usnic's contract: a 64-byte prefix, small
 #           CQs), with FI_MR_LOCAL enforced (every buffer registered, every
@@ -161,7 +165,8 @@ die() { echo "perf: $*" >&2; exit 1; }
 for t in $TRANSPORTS; do
     case $t in
         usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
-        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
+        usnic_base) [[ -n ${BASE_DIR:-} && -f $BASE_DIR/mca_btl_usnic.so ]] || die "usnic_base: BASE_DIR must hold mca_btl_usnic.so" ;;
+        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none usnic_base tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
@@ -211,6 +216,7 @@ title() {
         usnic_ofi) echo "usnic ofi wire" ;;
         usnic_header) echo "usnic header" ;;
         usnic_none) echo "usnic none" ;;
+        usnic_base) echo "usnic before" ;;
         tcp)   echo "tcp" ;;
         rxd)   echo "udp;ofi_rxd" ;;
         vader) echo "$SHM_BTL" ;;
@@ -655,6 +661,18 @@ paired() {
             med = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
             printf (st == "diff" ? "%+.2f us" : "%.3fx"), med; printf " (n=%d %s)", n, states }'
 }
+
+# This plugin against an older one (BASE_DIR), paired as below
+if has usnic_base && has usnic; then
+    echo
+    echo "usnic against the plugin in BASE_DIR ($BASE_DIR), paired within a repetition and one VM state"
+    echo "(median of the paired ratios; above 1 means this plugin is faster for bandwidth and rate, slower for latency)"
+    for row in lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 rate:8; do
+        m=${row%%:*} s=${row#*:}
+        printf '%-18s  %-22s  %-22s  %-26s\n' "$(row_label "$m" "$s")" "$(cell usnic "$m" "$s")" \
+            "$(cell usnic_base "$m" "$s")" "$(PAIR_BASE=usnic_base paired ratio usnic "$m" "$s")"
+    done
+fi
 
 # Datagram protection: each mode against none, paired within a repetition
 # and within one VM state

@@ -260,32 +260,16 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     m->wire_flags = module->wire_flags;
 }
 
-/* btl_usnic_wire: the transport of a module on the interface |info|
- * describes.  auto takes the socket wire where the provider is udp
- * (libfabric's udp is kernel sockets itself: nothing is lost, and the
- * socket wire sends large datagrams and batches) and where a socket can
- * be had; ofi elsewhere (usnic hardware). */
+/* btl_usnic_wire: the transport of a module (opal_btl_usnic_wire_choose) */
 static const opal_btl_usnic_transport_t *choose_transport(const opal_btl_usnic_module_t *module)
 {
-    switch (mca_btl_usnic_component.wire) {
-    case OPAL_BTL_USNIC_WIRE_OFI:
-        return &opal_btl_usnic_wire_ofi;
-    case OPAL_BTL_USNIC_WIRE_SOCKET:
-        return &opal_btl_usnic_wire_sock;
-    default:
-        break;
+    char why[192];
+    int kind = opal_btl_usnic_wire_choose(mca_btl_usnic_component.wire, module->provider, module->ipv4,
+                                          opal_btl_usnic_wire_sock_usable, why, sizeof(why));
+    if ('\0' != why[0]) {
+        opal_btl_usnic_verbose(5, "%s: %s", module->if_name, why);
     }
-    if (0 != strcmp(module->provider, "udp")) {
-        opal_btl_usnic_verbose(5, "%s: provider %s: the ofi wire (btl_usnic_wire auto)", module->if_name,
-                               module->provider);
-        return &opal_btl_usnic_wire_ofi;
-    }
-    char why[128];
-    if (!opal_btl_usnic_wire_sock_usable(module->ipv4, why, sizeof(why))) {
-        opal_btl_usnic_verbose(5, "%s: the socket wire cannot run (%s): the ofi wire", module->if_name, why);
-        return &opal_btl_usnic_wire_ofi;
-    }
-    return &opal_btl_usnic_wire_sock;
+    return (OPAL_BTL_USNIC_WIRE_SOCKET == kind) ? &opal_btl_usnic_wire_sock : &opal_btl_usnic_wire_ofi;
 }
 
 int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)

@@ -13,6 +13,10 @@
 #ifndef OPAL_BTL_USNIC_MODULE_INT_H
 #define OPAL_BTL_USNIC_MODULE_INT_H
 
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "btl_usnic.h"
 
 BEGIN_C_DECLS
@@ -59,7 +63,53 @@ static inline bool opal_btl_usnic_source_ok(opal_btl_usnic_module_t *module, int
     return false;
 }
 
+/**
+ * Which wire (opal_btl_usnic_wire_kind_t) a module gets, for the value
+ * |param| of btl_usnic_wire and an interface of libfabric provider
+ * |provider| whose address is |ipv4|.  ofi and socket are taken as asked.
+ * auto takes the socket wire where the provider is udp (libfabric's udp
+ * is kernel sockets itself: nothing is lost, and the socket wire sends
+ * large datagrams and batches) and |sock_usable| says a socket can be had
+ * there (opal_btl_usnic_wire_sock_usable; asked in that case only); ofi
+ * elsewhere (usnic hardware).  |why| (|len| bytes) says why auto chose
+ * ofi, for the verbose output; "" otherwise.  Pure but for |sock_usable|.
+ */
+static inline int opal_btl_usnic_wire_choose(int param, const char *provider, uint32_t ipv4,
+                                             bool (*sock_usable)(uint32_t ipv4, char *why, size_t len), char *why,
+                                             size_t len)
+{
+    why[0] = '\0';
+    if (OPAL_BTL_USNIC_WIRE_OFI == param || OPAL_BTL_USNIC_WIRE_SOCKET == param) {
+        return param;
+    }
+    if (0 != strcmp(provider, "udp")) {
+        snprintf(why, len, "provider %s: the ofi wire (btl_usnic_wire auto)", provider);
+        return OPAL_BTL_USNIC_WIRE_OFI;
+    }
+    char cause[128];
+    if (!sock_usable(ipv4, cause, sizeof(cause))) {
+        snprintf(why, len, "the socket wire cannot run (%s): the ofi wire", cause);
+        return OPAL_BTL_USNIC_WIRE_OFI;
+    }
+    return OPAL_BTL_USNIC_WIRE_SOCKET;
+}
+
 /* btl_usnic_peers.c */
+
+/* The first sequence number of the stream from the module whose modex ISN
+ * is |from| to the one whose ISN is |to|.  The module ISN alone would start
+ * all of a sender's streams together, and a datagram of one pair replayed
+ * to another receiver of the same sender could land in its window (with
+ * protection none nothing else stops it); offset by a scramble of the
+ * receiver's random ISN, each pair starts apart.  Both ends compute it from
+ * the modex alone. */
+static inline uint32_t opal_btl_usnic_pair_isn(uint32_t from, uint32_t to)
+{
+    uint32_t m = to * 0x9e3779b1u; /* odd: a bijection, as is the shift-xor */
+    m ^= m >> 15;
+    return from + m;
+}
+
 /* opal_btl_usnic_peer_of_id as the engine's lookup function */
 opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender);
 int opal_btl_usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,

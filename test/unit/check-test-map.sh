@@ -39,30 +39,33 @@ while read -r src where why; do
     TEST_ROWS[$where]=1
 done <"$map"
 
+# |heading| and |hint| around the files that follow, if any
+complain() {
+    local heading=$1 hint=$2
+    shift 2
+    (($#)) || return 0
+    echo "$heading" >&2
+    printf '    %s\n' "$@" >&2
+    echo "  $hint" >&2
+    bad=1
+}
+
 unmapped=()
 for c in "$top"/btl_usnic_*.c; do
     c=$(basename "$c")
-    name=${c#btl_usnic_}
-    [[ -f $top/test/unit/test_$name || -n ${SRC_ROWS[$c]+x} ]] || unmapped+=("$c")
+    [[ -f $top/test/unit/test_${c#btl_usnic_} || -n ${SRC_ROWS[$c]+x} ]] || unmapped+=("$c")
 done
-if ((${#unmapped[@]})); then
-    echo "source files without test/unit/test_<name>.c and without a row in test/unit/test-map.txt:" >&2
-    printf '    %s\n' "${unmapped[@]}" >&2
-    echo "  add the test, or a row: source, where it is tested (or - if it has no logic), why" >&2
-    bad=1
-fi
+complain "source files without test/unit/test_<name>.c and without a row in test/unit/test-map.txt:" \
+    "add the test, or a row: source, where it is tested (or - if it has no logic), why" \
+    ${unmapped[@]+"${unmapped[@]}"}
 
 unexplained=()
 for t in "$top"/test/unit/test_*.c; do
     t=$(basename "$t")
-    name=${t#test_}
-    [[ -f $top/btl_usnic_$name || -n ${TEST_ROWS[test/unit/$t]+x} ]] || unexplained+=("test/unit/$t")
+    [[ -f $top/btl_usnic_${t#test_} || -n ${TEST_ROWS[test/unit/$t]+x} ]] || unexplained+=("test/unit/$t")
 done
-if ((${#unexplained[@]})); then
-    echo "unit tests named after no btl_usnic_<name>.c and without a row in test/unit/test-map.txt:" >&2
-    printf '    %s\n' "${unexplained[@]}" >&2
-    echo "  add a row: the source it tests, the test, what it tests" >&2
-    bad=1
-fi
+complain "unit tests named after no btl_usnic_<name>.c and without a row in test/unit/test-map.txt:" \
+    "add a row: the source it tests, the test, what it tests" \
+    ${unexplained[@]+"${unexplained[@]}"}
 
 exit $bad

@@ -34,7 +34,8 @@ CFLAGS   += $(WARN) -fPIC -std=gnu11 -fvisibility=hidden -mcx16
 CPPFLAGS += -I$(OMPI_INC) -I$(OMPI_INCDIR) -I. -DOPAL_BTL_USNIC_STANDALONE=1 $(shell pkg-config --cflags libfabric 2>/dev/null)
 # test builds only (test/provider: a plugin that breaks the provider contract)
 CPPFLAGS += $(CPPFLAGS_EXTRA)
-LDLIBS_FABRIC = $(shell pkg-config --libs libfabric 2>/dev/null || echo -lfabric)
+# libfabric: headers only; the ofi wire loads the library when first
+# asked for devices (btl_usnic_ofi_lib.h), so it is not linked
 # the runpath lets the unit tests find a libopen-pal outside the linker's path
 LDFLAGS_PAL = -L$(OMPI_LIB) -Wl,-rpath,$(OMPI_LIB) -lopen-pal
 # btl_usnic_hwloc.c calls hwloc directly (Debian's Open MPI uses the
@@ -48,8 +49,8 @@ HAVE_LIBCRYPTO := $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1 ||
 LDLIBS_CRYPTO = $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --libs libcrypto))
 CPPFLAGS += -DOPAL_BTL_USNIC_HAVE_LIBCRYPTO=$(HAVE_LIBCRYPTO) $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --cflags libcrypto))
 
-ENGINE_SRCS = btl_usnic_auth.c btl_usnic_connectivity.c btl_usnic_batch.c btl_usnic_slab.c btl_usnic_frag.c btl_usnic_engine_core.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_put.c btl_usnic_glue.c
-COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_pml.c btl_usnic_away.c btl_usnic_help.c btl_usnic_component.c btl_usnic_module.c btl_usnic_btl.c btl_usnic_peers.c btl_usnic_wire_ofi.c btl_usnic_wire_sock.c btl_usnic_inject.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_kcharge.c btl_usnic_ext.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
+ENGINE_SRCS = btl_usnic_auth.c btl_usnic_connectivity.c btl_usnic_batch.c btl_usnic_slab.c btl_usnic_frag.c btl_usnic_engine_core.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c btl_usnic_ack.c btl_usnic_post.c btl_usnic_put.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_glue.c
+COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_globals.c btl_usnic_pml.c btl_usnic_away.c btl_usnic_help.c btl_usnic_component.c btl_usnic_module.c btl_usnic_btl.c btl_usnic_peers.c btl_usnic_wire_ofi.c btl_usnic_ofi_lib.c btl_usnic_wire_sock.c btl_usnic_inject.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_kcharge.c btl_usnic_ext.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
 HEADERS = $(wildcard *.h)
 
 BUILD ?= $(if $(OMPI),build/ompi-$(OMPI_VERSION),build)
@@ -68,7 +69,7 @@ $(BUILD)/%.o: %.c $(HEADERS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(SO): $(OBJS)
-	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) $(LDLIBS_FABRIC) $(LDLIBS_HWLOC) $(LDLIBS_SODIUM) $(LDLIBS_CRYPTO)
+	$(CC) -shared -o $@ $(OBJS) $(LDFLAGS_PAL) -ldl $(LDLIBS_HWLOC) $(LDLIBS_SODIUM) $(LDLIBS_CRYPTO)
 
 include test/unit/Makefile.inc
 

@@ -1,8 +1,10 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The usnic BTL: reliable MPI messaging over libfabric FI_EP_DGRAM
- * endpoints (the "usnic" provider where present, "udp" everywhere).
+ * The usnic BTL: reliable MPI messaging over datagrams: kernel UDP
+ * sockets with segmentation offload (the socket wire, the default where
+ * there is no usNIC) or libfabric FI_EP_DGRAM endpoints (the ofi wire:
+ * the "usnic" provider on Cisco VICs, any other datagram provider).
  */
 #ifndef OPAL_BTL_USNIC_H
 #define OPAL_BTL_USNIC_H
@@ -12,7 +14,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
-#include <rdma/fabric.h>
 
 #include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
@@ -28,12 +29,6 @@ BEGIN_C_DECLS
 
 #define OPAL_BTL_USNIC_MAX_PROVIDER_NAME 32
 
-/* btl_usnic_wire: which transport a module runs (btl_usnic_wire.h) */
-typedef enum {
-    OPAL_BTL_USNIC_WIRE_AUTO = 0,   /* the socket wire on kernel interfaces (provider udp), else ofi */
-    OPAL_BTL_USNIC_WIRE_OFI = 1,    /* libfabric */
-    OPAL_BTL_USNIC_WIRE_SOCKET = 2, /* kernel UDP sockets with GSO/GRO */
-} opal_btl_usnic_wire_kind_t;
 
 /* What a module publishes in the modex, one per module.  Fixed-size
  * fields, little-endian, so heterogeneous builds read the same bytes. */
@@ -95,6 +90,7 @@ typedef struct opal_btl_usnic_module_t {
      * btl_usnic_inject.c's. */
     const opal_btl_usnic_transport_t *transport;
     opal_btl_usnic_transport_caps_t caps;
+    opal_btl_usnic_wire_kind_t wire_kind; /* the transport's, wrapped or not (published in the modex) */
     uint8_t wire_flags;         /* OPAL_BTL_USNIC_WIRE_FLAG_* (published in the modex) */
     struct opal_btl_usnic_ofi_state *ofi;
     struct opal_btl_usnic_sock_state *sock;
@@ -112,8 +108,16 @@ typedef struct opal_btl_usnic_module_t {
                                   it, the component's progress clears it when it goes stale) */
 } opal_btl_usnic_module_t;
 
+/*
+ * The component's parameters and state, shared by every file: one
+ * instance, opal_btl_usnic_globals (btl_usnic_globals.c, data only).  The
+ * MCA component structure Open MPI loads, mca_btl_usnic_component, is
+ * btl_usnic_component.c's alone: a file that reached it would call into
+ * the component's top (calls between objects go one way; see
+ * test/unit/check-calls.sh).
+ */
 typedef struct opal_btl_usnic_component_t {
-    mca_btl_base_component_3_0_0_t super;
+    mca_base_component_t *version; /* mca_btl_usnic_component's, set when it registers */
 
     /* MCA parameters */
     char *provider_include;
@@ -176,20 +180,20 @@ typedef struct opal_btl_usnic_component_t {
     bool stats_event_active;
 } opal_btl_usnic_component_t;
 
-OPAL_MODULE_DECLSPEC extern opal_btl_usnic_component_t mca_btl_usnic_component;
+extern opal_btl_usnic_component_t opal_btl_usnic_globals;
 extern mca_btl_base_module_t opal_btl_usnic_module_template;
 
 /* A real lock with MPI threads, or while the away thread may run */
 #define OPAL_BTL_USNIC_LOCK()                                                  \
     do {                                                                       \
-        if (opal_using_threads() || mca_btl_usnic_component.lock_always) {     \
-            opal_mutex_lock(&mca_btl_usnic_component.lock);                    \
+        if (opal_using_threads() || opal_btl_usnic_globals.lock_always) {     \
+            opal_mutex_lock(&opal_btl_usnic_globals.lock);                    \
         }                                                                      \
     } while (0)
 #define OPAL_BTL_USNIC_UNLOCK()                                                \
     do {                                                                       \
-        if (opal_using_threads() || mca_btl_usnic_component.lock_always) {     \
-            opal_mutex_unlock(&mca_btl_usnic_component.lock);                  \
+        if (opal_using_threads() || opal_btl_usnic_globals.lock_always) {     \
+            opal_mutex_unlock(&opal_btl_usnic_globals.lock);                  \
         }                                                                      \
     } while (0)
 
@@ -200,7 +204,7 @@ void opal_btl_usnic_away_start(void);
 void opal_btl_usnic_away_stop(void);
 
 #define opal_btl_usnic_verbose(level, ...) \
-    opal_output_verbose(level, mca_btl_usnic_component.output, "btl:usnic: " __VA_ARGS__)
+    opal_output_verbose(level, opal_btl_usnic_globals.output, "btl:usnic: " __VA_ARGS__)
 
 /* The engines' clock: microseconds, monotonic.  Read once per progress
  * pass, and before a send posts outside progress (the fast path), so that
@@ -252,7 +256,9 @@ static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_e
 }
 
 /* btl_usnic_mca.c */
-int opal_btl_usnic_component_register_params(void);
+/* Register every parameter (the BTL base's ones into |tmpl|, the module
+ * template, whose values are their defaults) */
+int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl);
 int opal_btl_usnic_register_pvars(void);
 /**
  * Show a help message of help-mpi-btl-usnic.txt: rendered here and written
@@ -268,7 +274,8 @@ void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...);
 void opal_btl_usnic_report_bad_params(void);
 
 /* btl_usnic_module.c */
-int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info);
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *wire,
+                               const opal_btl_usnic_device_t *dev);
 int opal_btl_usnic_module_progress(opal_btl_usnic_module_t *module, uint64_t now);
 bool opal_btl_usnic_module_progress_fast(opal_btl_usnic_module_t *module, uint64_t now);
 void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const char *when);
@@ -327,7 +334,7 @@ size_t opal_btl_usnic_datagram_mtu(size_t max_msg_size, size_t prefix, int if_mt
 /* |mtu| within btl_usnic_max_datagram (0: no cap) */
 static inline size_t opal_btl_usnic_datagram_cap(size_t mtu)
 {
-    int cap = mca_btl_usnic_component.max_datagram;
+    int cap = opal_btl_usnic_globals.max_datagram;
     return (cap > 0 && (size_t) cap < mtu) ? (size_t) cap : mtu;
 }
 int opal_btl_usnic_if_speed_mbps(const char *ifname);

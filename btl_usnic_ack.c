@@ -1,7 +1,12 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The reliability core: ACK processing, ACK scheduling, retransmission.
+ * The sender's reliability: processing the ACKs a peer sends us (cumulative,
+ * duplicate, selective), the hotel where un-ACKed segments wait for their
+ * deadline, the RTO, what to retransmit, and the teardown of a peer that
+ * failed or left.  What we owe a peer (ACK scheduling, grants) is in
+ * btl_usnic_acktr.c; posting (first copies, retransmissions, explicit
+ * ACKs) in btl_usnic_post.c, above both.
  *
  * Design notes
  * ------------
@@ -12,51 +17,30 @@
  * (the smaller of the two published in the modex), so anything the sender
  * may send fits the receiver's bitmap.
  *
- * Grants.  Every ACK also carries a credit: what the segments the sender
- * has un-ACKed past it may cost the receiver, in KiB of its charge
- * (btl_usnic_charge.h: a kernel socket charges a small datagram 832 bytes
- * and one of 65000 bytes 65832; a posted buffer is one datagram whatever
- * its size).  The sender counts each segment with the receiver's table
- * from the modex and stays inside both its window and the credit, so
- * small messages get thousands in flight where large ones get tens.  The
- * receiver computes the credit when the ACK leaves: half its receive
- * capacity (what its sockets hold between two progress passes, or its
- * posted buffers) minus the buffers it is still processing (not yet
- * re-posted: seed 004 granted credits on receipt and overran its
- * receiver), shared evenly among the peers that sent it data in the
- * current or the previous epoch (1 ms), never below OPAL_BTL_USNIC_MIN_GRANT
- * of its largest datagrams; the other half takes the first bursts of
- * senders not counted yet.  Until the first grant the sender may have a
- * quarter of the published capacity in flight.  So N senders into one
- * receiver keep their sum inside its buffer instead of N windows
- * overflowing it.
- *
- * ACKs are cumulative: "I have everything <= ack_seq".  Every data segment
- * carries the current ACK, so that the loss of explicit ACKs (which travel
- * alone, on the priority channel) can never leave both peers retransmitting
- * forever.  A receiver owes an ACK after accepting a segment.  The debt is
- * paid by the next data segment to that peer (flagged ACK_NEW), or by an
- * explicit ACK on the priority channel once ack_iteration_delay progress
- * ticks and ack_delay microseconds passed (time, because the number of
- * passes per microsecond varies tenfold with what progress finds to do:
- * a reply sent within ack_delay carries the ACK, which spares both sides a
- * datagram each way).  The ACK is
- * urgent (next tick) when a duplicate or an old segment arrives (our
- * previous ACK was probably lost), when the segment asks for it
- * (ACK_SOON: the last segment of a PUT, whose completion waits for it),
- * and when half of the window, or segments costing half of the last
- * grant, have been received without an ACK (so the sender's window never
- * closes for want of one).
- *
- * Timers.  Every (re)posted segment gets a deadline: its send time plus
- * the endpoint's RTO, doubled per timeout since the endpoint's ACK last
- * advanced (capped at rto_max; RFC 6298 5.5 and 5.7).  The segment is also checked into the wire's timer store
- * (production: an opal_hotel without eviction callback); expiry itself is
- * driven by the engine from the progress function, because Open MPI loops
- * the event base behind opal_hotel's evictions only every ~10 ms, a
- * thousand loopback round trips.  The engine keeps next_deadline, the
- * earliest deadline of all endpoints, so a progress pass costs one compare
- * when nothing expires.
+ * The hotel.  Un-ACKed segments wait for their ACK in the engine's hotel:
+ * the rooms are the window's slots (ep->tx.sent), the register is the
+ * list of endpoints with guests (endpoints_in_flight).  Check-in
+ * (opal_btl_usnic_hotel_checkin) comes with every (re)post and gives the
+ * segment its deadline: send time plus the endpoint's RTO, doubled per
+ * timeout since its ACK last advanced (capped at rto_max; RFC 6298 5.5
+ * and 5.7).  Check-out comes with its ACK, or when it is queued for
+ * retransmission.  Eviction (opal_btl_usnic_hotel_evict_due) runs from
+ * the progress function once the clock passes next_deadline, the
+ * earliest deadline of all guests: a pass where nothing is due costs one
+ * compare.  A timeout resends from the oldest guest (see "What a timeout
+ * retransmits"), so eviction looks at one room per endpoint.
+ * Why not opal_hotel (the seed design)?  Measured by bench/hotel_cost.c
+ * (bench/README.md, four runs): a check-in + check-out pair costs
+ * 1.5-2.4 ns here, 4-9 ns in an opal_hotel without event base (what the
+ * engine paid on every post and ACK until the hotel was its own: a
+ * registry that never evicted), 42-70 ns in one with an event base
+ * (each check-in arms a libevent timer, as hotel-driven timeouts need).
+ * And a 100 us timeout fires at the first progress pass after its
+ * deadline here (median 0, p99 0.2 us), but 3.9 ms late (median) from an
+ * opal_hotel whose event base is looped busily (libevent's clock is the
+ * kernel's coarse one: 4 ms ticks) and 9.9 ms late at the ~10 ms cadence
+ * at which opal_progress loops it: 20-50 times rto_min on a loopback
+ * path.
  *
  * What a timeout retransmits.  Only an endpoint's oldest un-ACKed segment
  * (the one the cumulative ACK is stuck on).  Resending the whole window on
@@ -73,11 +57,6 @@
  * loss a lost retransmission of the hole at the window's left edge is
  * common, and 8x, 16x ... waits only stall the window; a silent peer
  * backs off fully (up to rto_max) until peer_timeout.
- *
- * Retransmissions go through the engine's resend list; the send progression
- * reposts at most max_resends_per_iteration of them per pass, always on the
- * data channel, so that retransmissions never crowd ACKs off the priority
- * channel.
  *
  * Selective ACKs.  Every ACK also carries 16 bits: which of the 16
  * segments after the first missing one the receiver already has (and an
@@ -146,27 +125,67 @@
 #include <string.h>
 
 #include "btl_usnic_ack.h"
+#include "btl_usnic_complete.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
-#include "btl_usnic_put.h"
-#include "btl_usnic_send.h"
 
-/* ----- sender side ----- */
+/* ----- the hotel ----- */
+
+/* The register: |ep| has guests from now on (and the peer timeout runs) */
+static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->tx.on_flight_list) {
+        opal_list_append(&eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = true;
+        ep->timer.last_ack_time = eng->now;
+    }
+}
+
+static void lower_next_deadline(opal_btl_usnic_engine_t *eng, uint64_t deadline)
+{
+    if (deadline < eng->next_deadline) {
+        eng->next_deadline = deadline;
+    }
+}
+
+/* Check-out: |seg| no longer waits for a deadline (ACKed, or queued for
+ * retransmission).  Its deadline stays: next_deadline may be early, a
+ * stale deadline costs one scan. */
+static void hotel_checkout(opal_btl_usnic_send_seg_t *seg)
+{
+    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
+}
+
+void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_send_seg_t *seg)
+{
+    flight_list_add(eng, ep);
+    seg->sent_time = eng->now;
+    unsigned backoff = ep->timer.backoff;
+    if (backoff > OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF && 0 != ep->timer.last_heard &&
+        eng->now - ep->timer.last_heard < eng->p.rto_max) {
+        backoff = OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF;
+    }
+    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, backoff, eng->p.rto_max);
+    seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
+    lower_next_deadline(eng, seg->deadline);
+}
+
+static void flight_list_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->tx.on_flight_list) {
+        opal_list_remove_item(&eng->endpoints_in_flight, &ep->tx.flight_item);
+        ep->tx.on_flight_list = false;
+    }
+}
+
+/* ----- ACKs from the peer ----- */
 
 static void resend_list_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
     if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND) {
         opal_list_remove_item(&eng->resend_segs, &seg->super.super);
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
-    }
-}
-
-static void timer_stop(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                       opal_btl_usnic_send_seg_t *seg)
-{
-    if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) {
-        eng->wire->timer_disarm(eng, ep, seg);
-        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
     }
 }
 
@@ -180,10 +199,9 @@ static void resend_enqueue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg
 }
 
 /* The peer has |seg|: take it out of every structure that waits for that. */
-static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                      opal_btl_usnic_send_seg_t *seg)
+static void seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
-    timer_stop(eng, ep, seg);
+    hotel_checkout(seg);
     resend_list_remove(eng, seg);
     seg->flags = (uint8_t) ((seg->flags & ~OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) | OPAL_BTL_USNIC_SEG_FLAG_ACKED);
     if (OPAL_BTL_USNIC_SEG_CHUNK == seg->kind && NULL != seg->frag) {
@@ -198,30 +216,6 @@ static opal_btl_usnic_send_seg_t *oldest_unacked(const opal_btl_usnic_endpoint_t
         return NULL;
     }
     return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1) % ep->window];
-}
-
-static void lower_next_deadline(opal_btl_usnic_engine_t *eng, uint64_t deadline)
-{
-    if (deadline < eng->next_deadline) {
-        eng->next_deadline = deadline;
-    }
-}
-
-void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                opal_btl_usnic_send_seg_t *seg)
-{
-    seg->sent_time = eng->now;
-    unsigned backoff = ep->timer.backoff;
-    if (backoff > OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF && 0 != ep->timer.last_heard &&
-        eng->now - ep->timer.last_heard < eng->p.rto_max) {
-        backoff = OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF;
-    }
-    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, backoff, eng->p.rto_max);
-    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
-        (void) eng->wire->timer_arm(eng, ep, seg);
-        seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER;
-    }
-    lower_next_deadline(eng, seg->deadline);
 }
 
 /* RFC 6298: RTO = srtt + 4 rttvar, within [|lo|, |hi|] */
@@ -265,7 +259,7 @@ static void recovery_enter(opal_btl_usnic_endpoint_t *ep)
 static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_seg_t *seg)
 {
-    timer_stop(eng, ep, seg);
+    hotel_checkout(seg);
     resend_enqueue(eng, seg);
     recovery_enter(ep);
 }
@@ -415,18 +409,6 @@ static void sack_repair(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     }
 }
 
-/* Selective ACK bits for |ep|'s peer: bit i = we have next_expected + 1 + i */
-static uint16_t sack_bits(const opal_btl_usnic_endpoint_t *ep)
-{
-    uint16_t bits = 0;
-    for (uint32_t i = 0; i < 16 && i + 1 < ep->window; ++i) {
-        if (ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + 1 + i) % ep->window]) {
-            bits |= (uint16_t) (1u << i);
-        }
-    }
-    return bits;
-}
-
 void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                      const opal_btl_usnic_sack_range_t *ranges, unsigned n)
 {
@@ -531,14 +513,6 @@ void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usn
     }
 }
 
-static void flight_list_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->tx.on_flight_list) {
-        opal_list_remove_item(&eng->endpoints_in_flight, &ep->tx.flight_item);
-        ep->tx.on_flight_list = false;
-    }
-}
-
 /* After the ACK advanced: leave recovery, or go on with the next hole. */
 static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
@@ -559,7 +533,7 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
             return;
         }
     }
-    if (next->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) {
+    if (next->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL) {
         lower_next_deadline(eng, next->deadline);
     }
 }
@@ -620,7 +594,7 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         ep->tx.sent[s % ep->window] = NULL;
         if (NULL != seg) {
             charge_release(ep, seg);
-            seg_acked(eng, ep, seg);
+            seg_acked(eng, seg);
         }
     }
     ep->tx.acked_seq = ack_seq;
@@ -634,6 +608,8 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     opal_btl_usnic_check_rts(ep);
     return true;
 }
+
+/* ----- the hotel's evictions: timeouts ----- */
 
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
@@ -691,7 +667,7 @@ static void retransmit_run(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
 }
 
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
-static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
     uint64_t peer_deadline = (eng->p.peer_timeout > 0) ? ep->timer.last_ack_time + eng->p.peer_timeout
                                                          : UINT64_MAX;
@@ -700,7 +676,7 @@ static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
         return UINT64_MAX;
     }
     opal_btl_usnic_send_seg_t *seg = oldest_unacked(ep);
-    if (NULL != seg && (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER)) {
+    if (NULL != seg && (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL)) {
         if (seg->deadline > eng->now) {
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         }
@@ -711,7 +687,7 @@ static uint64_t endpoint_expire(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     return peer_deadline;
 }
 
-void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng)
+void opal_btl_usnic_hotel_evict_due(opal_btl_usnic_engine_t *eng)
 {
     uint64_t next = UINT64_MAX;
     eng->next_deadline = UINT64_MAX;
@@ -720,7 +696,7 @@ void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng)
         opal_list_item_t *following = opal_list_get_next(item);
         opal_btl_usnic_endpoint_t *ep =
             (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.flight_item));
-        uint64_t t = endpoint_expire(eng, ep);
+        uint64_t t = hotel_evict_endpoint(eng, ep);
         if (t < next) {
             next = t;
         }
@@ -728,231 +704,6 @@ void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng)
     }
     /* timers (re)armed during this scan have lowered next_deadline already */
     lower_next_deadline(eng, next);
-}
-
-/* ----- receiver side ----- */
-
-static void ack_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (!ep->rx.on_ack_list) {
-        opal_list_append(&eng->endpoints_needing_ack, &ep->rx.ack_item);
-        ep->rx.on_ack_list = true;
-    }
-}
-
-void opal_btl_usnic_ack_forget(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->rx.on_ack_list) {
-        opal_list_remove_item(&eng->endpoints_needing_ack, &ep->rx.ack_item);
-        ep->rx.on_ack_list = false;
-    }
-    ep->rx.ack_owed = false;
-}
-
-/* ----- receiver grants ----- */
-
-/* Start a new epoch once the current one is over; an idle gap of more
- * than one epoch forgets the previous senders too. */
-static void rx_epoch_roll(opal_btl_usnic_engine_t *eng)
-{
-    uint64_t elapsed = eng->now - eng->rx_epoch_start;
-    if (elapsed < OPAL_BTL_USNIC_RX_EPOCH_USEC) {
-        return;
-    }
-    eng->rx_senders_prev = (elapsed < 2 * OPAL_BTL_USNIC_RX_EPOCH_USEC) ? eng->rx_senders_now : 0;
-    eng->rx_senders_now = 0;
-    eng->rx_epoch_start = eng->now;
-    ++eng->rx_epoch;
-}
-
-void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    rx_epoch_roll(eng);
-    if (ep->rx.active_epoch != eng->rx_epoch + 1) {
-        ep->rx.active_epoch = eng->rx_epoch + 1;
-        ++eng->rx_senders_now;
-    }
-}
-
-uint64_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
-{
-    (void) ep;
-    uint64_t most = (uint64_t) UINT16_MAX * OPAL_BTL_USNIC_CREDIT_UNIT;
-    if (0 == eng->p.rx_capacity) {
-        return most; /* unknown: the window alone limits */
-    }
-    rx_epoch_roll(eng);
-    uint32_t senders = (eng->rx_senders_now > eng->rx_senders_prev) ? eng->rx_senders_now : eng->rx_senders_prev;
-    if (0 == senders) {
-        senders = 1;
-    }
-    /* Buffers still being processed are not re-posted yet: not ours to
-     * grant (the flaw of seed 004 was granting on receipt). */
-    uint32_t largest = opal_btl_usnic_charge_of(&eng->p.rx_charge, eng->p.mtu);
-    uint64_t held = (uint64_t) eng->rx_buffers_held * largest;
-    uint64_t free_capacity = (eng->p.rx_capacity > held) ? eng->p.rx_capacity - held : 0;
-    /* half of it shared: the other half takes the first bursts of senders
-     * not counted yet (their first grant is a quarter of what we hold) and
-     * what older, larger grants still let in */
-    uint64_t grant = free_capacity / 2 / senders;
-    uint64_t least = (uint64_t) OPAL_BTL_USNIC_MIN_GRANT * largest;
-    if (grant < least) {
-        grant = least;
-    }
-    return grant < most ? grant : most;
-}
-
-void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_hdr_t *hdr)
-{
-    uint64_t grant = opal_btl_usnic_rx_grant(eng, ep);
-    hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK;
-    hdr->ack_seq = opal_btl_usnic_wire32(opal_btl_usnic_ack_value(ep));
-    hdr->credit = opal_btl_usnic_wire16((uint16_t) (grant / OPAL_BTL_USNIC_CREDIT_UNIT));
-    hdr->sack = opal_btl_usnic_wire16(sack_bits(ep));
-    if (ep->rx.late_dup) {
-        hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP;
-        ep->rx.late_dup = false;
-    }
-    if (ep->rx.repaired) {
-        hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_REPAIRED;
-        ep->rx.repaired = false;
-    }
-    ep->rx.last_grant = grant;
-}
-
-/* ----- ACK scheduling ----- */
-
-void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent)
-{
-    /* ACK at once when half of the window, or half of what we last
-     * granted, arrived un-ACKed: the sender, which may have the other half
-     * in flight, must never stall for an ACK. */
-    uint32_t unacked = (uint32_t) (opal_btl_usnic_ack_value(ep) - ep->rx.last_ack_sent);
-    if (unacked >= ep->window / 2 || (0 != ep->rx.last_grant && ep->rx.charge_since_ack >= ep->rx.last_grant / 2)) {
-        urgent = true;
-    }
-    uint64_t due = urgent ? eng->tick : eng->tick + eng->p.ack_iteration_delay;
-    uint64_t due_time = urgent ? eng->now : eng->now + eng->p.ack_delay;
-    if (!ep->rx.ack_owed || due < ep->rx.ack_due_tick) {
-        ep->rx.ack_due_tick = due;
-    }
-    if (!ep->rx.ack_owed || due_time < ep->rx.ack_due_time) {
-        ep->rx.ack_due_time = due_time;
-    }
-    ep->rx.ack_owed = true;
-    ack_list_add(eng, ep);
-}
-
-/* An ACK with |value| left: remember when a new value first did, for
- * telling a premature retransmission from a lost ACK (recv.c). */
-static void ack_left(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t value)
-{
-    ep->rx.charge_since_ack = 0;
-    if (value != ep->rx.last_ack_sent) {
-        ep->rx.prev_ack_sent = ep->rx.last_ack_sent;
-        ep->rx.last_ack_sent = value;
-        ep->rx.last_ack_time = eng->now;
-    }
-}
-
-void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                  opal_btl_usnic_hdr_t *hdr)
-{
-    /* |hdr| was stamped (opal_btl_usnic_ack_stamp) before it was posted */
-    if (!ep->rx.ack_owed) {
-        return;
-    }
-    ack_left(eng, ep, opal_btl_usnic_host32(hdr->ack_seq));
-    opal_btl_usnic_ack_forget(eng, ep);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_piggy_acks);
-}
-
-/* The selective-ACK ranges of an explicit ACK to |ep|: runs of what we
- * hold between next_expected + 1 and the highest segment accepted.
- * Returns how many (ranges beyond the last fitting one are left out:
- * their holes wait for the next ACK). */
-static unsigned sack_ranges(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_sack_range_t *ranges)
-{
-    if (!opal_btl_usnic_seq_gt(ep->rx.highest, ep->rx.next_expected)) {
-        return 0; /* nothing beyond the first hole */
-    }
-    uint32_t limit = (uint32_t) (ep->rx.highest - ep->rx.next_expected);
-    if (limit >= ep->window) {
-        limit = ep->window - 1;
-    }
-    unsigned n = 0;
-    uint32_t i = 1;
-    while (i <= limit && n < OPAL_BTL_USNIC_SACK_RANGES) {
-        if (!ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
-            ++i;
-            continue;
-        }
-        uint32_t start = i;
-        while (i <= limit && ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
-            ++i;
-        }
-        ranges[n].start = opal_btl_usnic_wire16((uint16_t) (start - 1));
-        ranges[n].len = opal_btl_usnic_wire16((uint16_t) (i - start));
-        ++n;
-    }
-    return n;
-}
-
-/* Post one explicit ACK to |ep|, with |flags| added (BYE).  Returns
- * OPAL_SUCCESS or the post error. */
-static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
-{
-    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(&eng->pool);
-    if (NULL == seg) {
-        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    }
-    opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
-    opal_btl_usnic_ack_hdr_t *ah = (opal_btl_usnic_ack_hdr_t *) seg->hdr;
-    opal_btl_usnic_hdr_fill(eng, &ah->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
-    opal_btl_usnic_ack_stamp(eng, ep, &ah->hdr);
-    ah->hdr.flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
-    memset(ah->reserved, 0, sizeof(ah->reserved));
-    memset(ah->range, 0, sizeof(ah->range));
-    ah->nranges = (uint8_t) sack_ranges(ep, ah->range);
-    seg->wire_len = sizeof(*ah);
-    seg->ep = ep;
-    int rc = opal_btl_usnic_post_unacked(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
-    if (OPAL_SUCCESS != rc) {
-        return rc;
-    }
-    ack_left(eng, ep, value);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_ack_sends);
-    return OPAL_SUCCESS;
-}
-
-int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
-{
-    int posted = 0;
-    opal_list_item_t *item = opal_list_get_first(&eng->endpoints_needing_ack);
-    while (item != opal_list_get_end(&eng->endpoints_needing_ack)) {
-        opal_list_item_t *next = opal_list_get_next(item);
-        opal_btl_usnic_endpoint_t *ep =
-            (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, rx.ack_item));
-        if (ep->rx.ack_due_tick <= eng->tick && ep->rx.ack_due_time <= eng->now && !ep->failed) {
-            if (eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
-                break;
-            }
-            int rc = ack_send(eng, ep, 0);
-            if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
-                OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
-                break;
-            }
-            opal_btl_usnic_ack_forget(eng, ep);
-            if (OPAL_SUCCESS == rc) {
-                ++posted;
-            } else {
-                eng->up->peer_failed(eng, ep, rc);
-            }
-        }
-        item = next;
-    }
-    return posted;
 }
 
 /* ----- a peer that failed or left ----- */
@@ -984,21 +735,6 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
         opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);
     }
     opal_btl_usnic_endpoint_detach(ep);
-}
-
-/* ----- goodbye ----- */
-
-int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->failed || ep->departed || eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
-        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
-    }
-    int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_BYE);
-    if (OPAL_SUCCESS == rc) {
-        opal_btl_usnic_ack_forget(eng, ep);
-        OPAL_BTL_USNIC_STAT_INC(eng, num_bye_sends);
-    }
-    return rc;
 }
 
 void opal_btl_usnic_peer_departed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)

@@ -1,10 +1,10 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * ACKs and retransmission (btl_usnic_ack.c, which has the design
- * notes): ACK processing on the sender, ACK scheduling and receiver
- * grants on the receiver, retransmit timers and the RTO, goodbyes, and
- * the teardown of a peer that failed or left.
+ * The sender's reliability (btl_usnic_ack.c, which has the design
+ * notes): ACK processing, the hotel (retransmit deadlines), the RTO,
+ * retransmission decisions, and the teardown of a peer that failed or
+ * left.
  */
 #ifndef OPAL_BTL_USNIC_ACK_H
 #define OPAL_BTL_USNIC_ACK_H
@@ -49,32 +49,15 @@ static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_
     (void) opal_btl_usnic_handle_ack_info(eng, ep, ack_seq, UINT16_MAX, 0, true);
 }
 
-/* Length of a receive epoch: peers silent for longer stop holding a share
- * of our receive capacity. */
-#define OPAL_BTL_USNIC_RX_EPOCH_USEC 1000u
-/* Smallest grant, in our largest datagrams: every active sender keeps a
- * trickle going */
-#define OPAL_BTL_USNIC_MIN_GRANT 2u
-
-/* |ep| sent us a data segment: it holds a share of our capacity. */
-void opal_btl_usnic_rx_note_sender(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
-
-/* What |ep| may have un-ACKed toward us, in bytes of our charge
- * (btl_usnic_charge.h): the credit of our next ACK, before its rounding
- * down to credit units */
-uint64_t opal_btl_usnic_rx_grant(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
-
-/* Set the ACK fields of |hdr| (cumulative ACK and credit) for |ep| */
-void opal_btl_usnic_ack_stamp(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_hdr_t *hdr);
-
 /**
- * Check every endpoint with un-ACKed data against the clock: retransmit
- * the oldest segment whose timer expired, declare dead a peer that has not
- * ACKed anything for peer_timeout, and recompute next_deadline.  Called by
- * opal_btl_usnic_engine_progress() when the clock passed next_deadline.
+ * The hotel's evictions: check every endpoint with guests against the
+ * clock, queue for retransmission the oldest segment whose deadline
+ * passed (with the rest of its batch), declare dead a peer that has not
+ * ACKed anything for peer_timeout, and recompute next_deadline.  Called
+ * by opal_btl_usnic_engine_progress() when the clock passed
+ * next_deadline.
  */
-void opal_btl_usnic_engine_expire(opal_btl_usnic_engine_t *eng);
+void opal_btl_usnic_hotel_evict_due(opal_btl_usnic_engine_t *eng);
 
 /* When |ep| was last heard from (any ACK, also on data), in words, for
  * the peer timeout message: a peer heard from lately is stuck, not dead. */
@@ -84,11 +67,15 @@ void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, cons
 /* The retransmit timer of |seg| expired: queue it for retransmission. */
 void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
 
-/* Arm |seg|'s retransmit timer: now + the endpoint's RTO backed off by
- * the timeouts since its ACK last advanced (at most ALIVE_MAX_BACKOFF
- * doublings while the peer was heard from within rto_max). */
-void opal_btl_usnic_timer_start(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                opal_btl_usnic_send_seg_t *seg);
+/* Check |seg| (just posted to |ep|) into the hotel: its deadline is now
+ * + the endpoint's RTO backed off by the timeouts since its ACK last
+ * advanced (at most ALIVE_MAX_BACKOFF doublings while the peer was heard
+ * from within rto_max); next_deadline is lowered to it, and |ep| joins
+ * the register (endpoints_in_flight).  A segment checked in already gets
+ * the new deadline.  Check-out is the ACK's (or the retransmission
+ * queue's) business, inside btl_usnic_ack.c. */
+void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_send_seg_t *seg);
 
 /* A peer that answered within rto_max is alive: its losses are random,
  * not a dead or congested path, and waiting 8x, 16x ... the RTO for each
@@ -124,39 +111,6 @@ static inline uint64_t opal_btl_usnic_rto_backoff(uint64_t rto, unsigned retries
  */
 uint64_t opal_btl_usnic_rtt_update(uint64_t *srtt, uint64_t *rttvar, uint64_t sample, uint64_t rto_min,
                                    uint64_t rto_max);
-
-/**
- * We accepted (or were sent a stale copy of) a segment from |ep|: owe it an
- * ACK.  |urgent| sends it at the next progress pass instead of waiting
- * ack_iteration_delay ticks for a piggy-back.
- */
-void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool urgent);
-
-/* A data segment whose header was stamped (opal_btl_usnic_ack_stamp, done
- * on every data segment: a lost explicit ACK must not leave the peer
- * retransmitting forever) has left: if an ACK was owed, it is paid. */
-void opal_btl_usnic_ack_piggyback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                  opal_btl_usnic_hdr_t *hdr);
-
-/* Post explicit ACKs that are due.  Returns the number posted. */
-int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng);
-
-/* Stop owing ACKs to |ep| (teardown). */
-void opal_btl_usnic_ack_forget(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
-
-/* The cumulative ACK value |ep|'s peer should hear from us */
-static inline opal_btl_usnic_seq_t opal_btl_usnic_ack_value(const opal_btl_usnic_endpoint_t *ep)
-{
-    return ep->rx.next_expected - 1;
-}
-
-
-/**
- * Say goodbye to |ep| (at finalize): an ACK of everything we hold, flagged
- * BYE, so that the peer stops waiting for ACKs a finalized process will
- * never send.  OPAL_ERR_TEMP_OUT_OF_RESOURCE if it cannot be posted now.
- */
-int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 
 /* |ep| said goodbye: release what it never ACKed, refuse it from now on */
 void opal_btl_usnic_peer_departed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);

@@ -91,7 +91,7 @@ static void *away_main(void *arg)
 
 void opal_btl_usnic_away_start(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (c->away_running || 0 == c->away_resend || 0 == c->num_modules) {
         return;
     }
@@ -109,7 +109,7 @@ void opal_btl_usnic_away_start(void)
 
 void opal_btl_usnic_away_stop(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (!c->away_running) {
         return;
     }

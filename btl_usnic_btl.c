@@ -190,7 +190,7 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
     opal_btl_usnic_module_t *module = usnic_module(btl);
     opal_btl_usnic_away_stop(); /* before the modules go; not under the lock it takes */
     OPAL_BTL_USNIC_LOCK();
-    if (mca_btl_usnic_component.stats > 0) {
+    if (opal_btl_usnic_globals.stats > 0) {
         opal_btl_usnic_module_print_stats(module, "final");
     }
     const opal_btl_usnic_transport_t *t = module->transport; /* NULL: setup failed before choosing one */
@@ -220,7 +220,6 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
 }
 
 mca_btl_base_module_t opal_btl_usnic_module_template = {
-    .btl_component = &mca_btl_usnic_component.super,
     /* as btl/tcp's: an exchange of 32-64 KiB goes as one eager message, not
      * a rendezvous of three round trips (2x tcp's time at 32 KiB) */
     .btl_eager_limit = 64 * 1024,

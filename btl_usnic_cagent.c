@@ -412,7 +412,7 @@ static void say_started(void)
 
 int opal_btl_usnic_cagent_init(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (!c->connectivity_check || 0 != opal_process_info.my_local_rank || agent.running) {
         return OPAL_SUCCESS;
     }
@@ -424,7 +424,7 @@ int opal_btl_usnic_cagent_init(void)
     }
     agent.nsocks = 0;
     agent.running = true; /* from here, fini closes what was opened */
-    agent.modex_key = mca_base_component_to_string(&c->super.btl_version);
+    agent.modex_key = mca_base_component_to_string(c->version);
     bool ok = NULL != agent.modex_key && opal_btl_usnic_ctable_init(&agent.checks);
     for (int i = 0; ok && i < c->num_modules && agent.nsocks < CAGENT_MAX_SOCKS; ++i) {
         if (OPAL_SUCCESS == open_probe_socket(c->modules[i], &agent.socks[agent.nsocks])) {
@@ -583,7 +583,7 @@ static void send_round(opal_btl_usnic_ccheck_t *ck, uint64_t now)
         }
     }
     ++ck->rounds;
-    ck->next_due = now + (uint64_t) mca_btl_usnic_component.connectivity_timeout * 1000u;
+    ck->next_due = now + (uint64_t) opal_btl_usnic_globals.connectivity_timeout * 1000u;
 }
 
 static void check_finish(opal_btl_usnic_ccheck_t *ck, int verdict, uint64_t now)
@@ -715,7 +715,7 @@ static void answer_probe(int s, opal_btl_usnic_cprobe_t *p, const struct sockadd
         ++agent.cnt.drop_unknown_source;
         return;
     }
-    uint64_t window = (uint64_t) mca_btl_usnic_component.connectivity_timeout * 1000u;
+    uint64_t window = (uint64_t) opal_btl_usnic_globals.connectivity_timeout * 1000u;
     if (!opal_btl_usnic_cpeer_take_echo(peer, now, OPAL_BTL_USNIC_CECHO_BURST, window)) {
         ++agent.cnt.drop_rate_limited;
         return;
@@ -803,7 +803,7 @@ static void read_socks(uint64_t now)
 
 static void run_checks(uint64_t now)
 {
-    int rounds = mca_btl_usnic_component.connectivity_retries + 1;
+    int rounds = opal_btl_usnic_globals.connectivity_retries + 1;
     for (int k = 0; k < OPAL_BTL_USNIC_CTABLE_SIZE; ++k) {
         opal_btl_usnic_ccheck_t *ck = &agent.checks.slots[k];
         if (0 == ck->id || OPAL_BTL_USNIC_CV_PENDING != ck->verdict || now < ck->next_due) {
@@ -924,7 +924,7 @@ void opal_btl_usnic_cagent_fini(void)
     if (!agent.running) {
         return;
     }
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (agent.listen_fd >= 0 && (c->stats > 0 || c->verbose >= 5)) {
         print_stats();
     }

@@ -67,7 +67,7 @@ static struct {
 
 bool opal_btl_usnic_cclient_enabled(void)
 {
-    return mca_btl_usnic_component.connectivity_check;
+    return opal_btl_usnic_globals.connectivity_check;
 }
 
 void opal_btl_usnic_cclient_note_agents(const opal_btl_usnic_modex_t *remote, size_t n, uint32_t vpid)
@@ -344,7 +344,7 @@ static const char *failed_what(const pair_t *pr, char *buf, size_t len)
 
 static bool report(const pair_t *pr)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     const opal_btl_usnic_module_t *m = pr->module;
     char lip[INET_ADDRSTRLEN], pip[INET_ADDRSTRLEN], what[160];
     struct in_addr a = {.s_addr = m->ipv4}, b = {.s_addr = pr->peer_ipv4};
@@ -361,7 +361,7 @@ static bool report(const pair_t *pr)
 
 int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     uint64_t start = opal_btl_usnic_clock_usec();
     uint64_t bound = (uint64_t) c->connectivity_timeout * 1000u * (uint64_t) (c->connectivity_retries + 1);
     uint64_t deadline = start + bound + CCLIENT_GRACE_USEC;
@@ -440,7 +440,7 @@ int opal_btl_usnic_cclient_run(opal_btl_usnic_module_t *module)
 
 void opal_btl_usnic_cclient_fini(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (cl.npairs > 0 && (c->stats > 0 || c->verbose >= 5)) {
         opal_output(0, "btl:usnic connectivity [%s rank %u]: pairs=%d ok=%llu failed=%llu refused=%llu "
                     "unchecked=%llu wait_usec=%llu",

@@ -3,8 +3,9 @@
  *
  * What differs between the Open MPI series this component builds against
  * (4.1.x: BTL API 3.1.0, OPAL's PMIx layer; 5.0.x: BTL API 3.3.0, PMIx
- * called directly) and between libfabric 1.x and 2.x.  Only version tests
- * and thin adapters live here; every other file is written once for both.
+ * called directly); libfabric 1.x vs 2.x is the ofi wire's affair
+ * (btl_usnic_ofi_lib.h).  Only version tests and thin adapters live
+ * here; every other file is written once for both.
  */
 #ifndef OPAL_BTL_USNIC_COMPAT_H
 #define OPAL_BTL_USNIC_COMPAT_H
@@ -14,7 +15,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <rdma/fabric.h>
 
 #include "opal/mca/btl/btl.h"
 
@@ -160,14 +160,6 @@ static inline void opal_btl_usnic_call_recv_cb(mca_btl_base_module_t *btl, struc
 #    define OPAL_BTL_USNIC_FLAGS_REMOTE_COMPLETION MCA_BTL_FLAGS_RDMA_REMOTE_COMPLETION
 #else
 #    define OPAL_BTL_USNIC_FLAGS_REMOTE_COMPLETION 0
-#endif
-
-/* libfabric 2.x deprecates the FI_LOCAL_MR mode bit (using it warns, and
- * -Werror fails); FI_MR_LOCAL in mr_mode says the same in both. */
-#if FI_MAJOR_VERSION >= 2
-#    define OPAL_BTL_USNIC_FI_MODE_LOCAL_MR 0ULL
-#else
-#    define OPAL_BTL_USNIC_FI_MODE_LOCAL_MR FI_LOCAL_MR
 #endif
 
 #endif /* OPAL_BTL_USNIC_COMPAT_H */

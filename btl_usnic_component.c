@@ -1,7 +1,7 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Component: open/close, interface discovery with fi_getinfo, module
+ * Component: open/close, discovery (each wire offers its devices), module
  * creation, the modex, and the single progress function.
  */
 #include "opal_config.h"
@@ -15,9 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <rdma/fabric.h>
-#include <rdma/fi_errno.h>
-
 #include "btl_usnic_compat.h"
 #include "opal/mca/installdirs/installdirs.h"
 #include "opal/util/output.h"
@@ -28,8 +25,6 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_help.h"
 
-#define OPAL_BTL_USNIC_FI_VERSION FI_VERSION(1, 5)
-
 static int usnic_component_open(void);
 static int usnic_component_close(void);
 static int usnic_component_register(void);
@@ -37,18 +32,19 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
                                                     bool enable_mpi_threads);
 static int usnic_component_progress(void);
 
-opal_btl_usnic_component_t mca_btl_usnic_component = {
-    .super = {
-        .btl_version = {
-            MCA_BTL_DEFAULT_VERSION("usnic"),
-            .mca_open_component = usnic_component_open,
-            .mca_close_component = usnic_component_close,
-            .mca_register_component_params = usnic_component_register,
-        },
-        .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
-        .btl_init = usnic_component_init,
-        .btl_progress = usnic_component_progress,
+/* What Open MPI loads; the rest of the component's state is
+ * opal_btl_usnic_globals (btl_usnic.h) */
+OPAL_MODULE_DECLSPEC extern mca_btl_base_component_3_0_0_t mca_btl_usnic_component;
+mca_btl_base_component_3_0_0_t mca_btl_usnic_component = {
+    .btl_version = {
+        MCA_BTL_DEFAULT_VERSION("usnic"),
+        .mca_open_component = usnic_component_open,
+        .mca_close_component = usnic_component_close,
+        .mca_register_component_params = usnic_component_register,
     },
+    .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_CHECKPOINT},
+    .btl_init = usnic_component_init,
+    .btl_progress = usnic_component_progress,
 };
 
 /* Where our help file is: next to the plugin (make install-user puts it
@@ -72,13 +68,14 @@ static void add_help_dirs(void)
 
 static int usnic_component_register(void)
 {
+    opal_btl_usnic_globals.version = &mca_btl_usnic_component.btl_version;
     add_help_dirs();
-    return opal_btl_usnic_component_register_params();
+    return opal_btl_usnic_component_register_params(&opal_btl_usnic_module_template);
 }
 
 static int usnic_component_open(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     OBJ_CONSTRUCT(&c->lock, opal_recursive_mutex_t);
     c->num_modules = 0;
     c->modules = NULL;
@@ -91,7 +88,7 @@ static int usnic_component_open(void)
 
 static int usnic_component_close(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_away_stop(); /* normally stopped by the first module's finalize */
     if (c->stats_event_active) {
         opal_event_del(&c->stats_event);
@@ -118,85 +115,32 @@ static int usnic_component_close(void)
 
 /* ----- discovery ----- */
 
-static struct fi_info *getinfo_caps(const char *provider, uint64_t caps)
+/* Is |dev| an interface we want?  Reports why not at verbosity 10. */
+static bool device_wanted(const opal_btl_usnic_device_t *dev)
 {
-    struct fi_info *hints = fi_allocinfo();
-    struct fi_info *list = NULL;
-    if (NULL == hints) {
-        return NULL;
-    }
-    hints->caps = caps;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
-    /* we can register every buffer we post (usnic, verbs UD, EFA need it) */
-    hints->domain_attr->mr_mode = FI_MR_LOCAL;
-    hints->addr_format = FI_SOCKADDR_IN;
-    hints->ep_attr->type = FI_EP_DGRAM;
-    hints->fabric_attr->prov_name = strdup(provider);
-    int rc = fi_getinfo(OPAL_BTL_USNIC_FI_VERSION, NULL, NULL, 0, hints, &list);
-    fi_freeinfo(hints);
-    if (0 != rc) {
-        opal_btl_usnic_verbose(5, "fi_getinfo(provider %s, caps 0x%llx): %s", provider, (unsigned long long) caps,
-                               fi_strerror(-rc));
-        return NULL;
-    }
-    return list;
-}
-
-/* Interfaces of |provider|; with FI_SOURCE where it can tell each
- * datagram's source (the modules then check it), else without */
-static struct fi_info *getinfo_for(const char *provider)
-{
-    struct fi_info *list = getinfo_caps(provider, FI_MSG | FI_SOURCE);
-    if (NULL == list) {
-        list = getinfo_caps(provider, FI_MSG);
-        if (NULL != list) {
-            opal_btl_usnic_verbose(1, "provider %s cannot report datagram sources (FI_SOURCE): senders are "
-                                      "authenticated by their tags only", provider);
-        }
-    }
-    return list;
-}
-
-static uint32_t info_ipv4(const struct fi_info *info)
-{
-    return ((const struct sockaddr_in *) info->src_addr)->sin_addr.s_addr;
-}
-
-/* Does this fi_info describe an interface we want?  Reports why not at
- * verbosity 10.  |ifname| receives the Linux interface name. */
-static bool info_wanted(const struct fi_info *info, char *ifname, size_t len)
-{
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
-    if (NULL == info->src_addr || info->src_addrlen < sizeof(struct sockaddr_in) ||
-        AF_INET != ((const struct sockaddr_in *) info->src_addr)->sin_family) {
-        return false; /* udp returns IPv6 entries whatever the hints say */
-    }
-    uint32_t ip = info_ipv4(info);
-    const char *domain = info->domain_attr->name;
-    if (OPAL_SUCCESS != opal_btl_usnic_ifname_for_ipv4(ip, ifname, len)) {
-        snprintf(ifname, len, "%s", NULL != domain ? domain : "?");
-    }
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *bad = NULL;
     bool keep;
     if (NULL != c->if_include && '\0' != c->if_include[0]) {
-        keep = opal_btl_usnic_if_list_matches(c->if_include, ifname, domain, ip, &bad);
+        keep = opal_btl_usnic_if_list_matches(c->if_include, dev->if_name, dev->domain_name, dev->ipv4, &bad);
     } else {
-        keep = !opal_btl_usnic_is_loopback(ip);
+        keep = !opal_btl_usnic_is_loopback(dev->ipv4);
         if (keep && NULL != c->if_exclude && '\0' != c->if_exclude[0]) {
-            keep = !opal_btl_usnic_if_list_matches(c->if_exclude, ifname, domain, ip, &bad);
+            keep = !opal_btl_usnic_if_list_matches(c->if_exclude, dev->if_name, dev->domain_name, dev->ipv4, &bad);
         }
     }
     if (NULL != bad) {
         opal_btl_usnic_show_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
         free(bad);
     }
-    opal_btl_usnic_verbose(10, "interface %s (%s) %s", ifname, info->fabric_attr->name, keep ? "kept" : "skipped");
+    opal_btl_usnic_verbose(10, "interface %s (%s, provider %s) %s", dev->if_name, dev->domain_name, dev->provider,
+                           keep ? "kept" : "skipped");
     return keep;
 }
 
 static bool already_have(const char *ifname)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     for (int i = 0; i < c->num_modules; ++i) {
         if (0 == strcmp(c->modules[i]->if_name, ifname)) {
             return true;
@@ -205,84 +149,116 @@ static bool already_have(const char *ifname)
     return false;
 }
 
-static opal_btl_usnic_module_t *module_new(const struct fi_info *info, const char *ifname)
+static opal_btl_usnic_module_t *module_new(const opal_btl_usnic_device_t *dev)
 {
     opal_btl_usnic_module_t *module = (opal_btl_usnic_module_t *) calloc(1, sizeof(*module));
     if (NULL == module) {
         return NULL;
     }
     memcpy(&module->super, &opal_btl_usnic_module_template, sizeof(module->super));
-    module->if_name = strdup(ifname);
-    module->domain_name = strdup(NULL != info->domain_attr->name ? info->domain_attr->name : ifname);
-    module->provider = strdup(info->fabric_attr->prov_name);
-    module->ipv4 = info_ipv4(info);
-    /* netmask and link speed: opal_btl_usnic_ext_refine, once the fabric is open */
+    module->super.btl_component = &mca_btl_usnic_component;
+    module->if_name = strdup(dev->if_name);
+    module->domain_name = strdup(dev->domain_name);
+    module->provider = strdup(dev->provider);
+    module->ipv4 = dev->ipv4;
+    /* netmask and link speed: the wire's open */
     return module;
 }
 
-/* Create modules for every wanted interface of one provider's list. */
-static void create_modules(struct fi_info *list)
+/* Create modules on every wanted device of one wire's list. */
+static void create_modules(const opal_btl_usnic_transport_t *wire, const opal_btl_usnic_device_list_t *list)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
-    for (struct fi_info *info = list; NULL != info; info = info->next) {
-        char ifname[64];
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
+    for (int i = 0; i < list->count; ++i) {
+        const opal_btl_usnic_device_t *dev = &list->devices[i];
         if (c->max_btls > 0 && c->num_modules >= c->max_btls) {
             break;
         }
-        if (!info_wanted(info, ifname, sizeof(ifname)) || already_have(ifname)) {
+        if (!device_wanted(dev) || already_have(dev->if_name)) {
             continue;
         }
-        opal_btl_usnic_module_t *module = module_new(info, ifname);
+        opal_btl_usnic_module_t *module = module_new(dev);
         if (NULL == module) {
             continue;
         }
-        if (OPAL_SUCCESS != opal_btl_usnic_module_init(module, info)) {
+        if (OPAL_SUCCESS != opal_btl_usnic_module_init(module, wire, dev)) {
             module->super.btl_finalize(&module->super);
             free(module);
             continue;
         }
         snprintf(module->local_modex.if_name, sizeof(module->local_modex.if_name), "%.15s", module->if_name);
         c->modules[c->num_modules++] = module;
-        opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s): mtu %zu, tiny %zu, window %u, ports %u/%u, "
-                               "job 0x%x",
-                               (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, info->fabric_attr->name,
-                               module->provider,
+        opal_btl_usnic_verbose(5, "rank %u: module on %s (%s, provider %s, %s wire): mtu %zu, tiny %zu, window %u, "
+                               "ports %u/%u, job 0x%x",
+                               (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name, dev->domain_name,
+                               module->provider, wire->name,
                                module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL],
                                module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL], module->local_modex.window,
                                module->caps.port[0], module->caps.port[1], (unsigned) OPAL_PROC_MY_NAME.jobid);
     }
 }
 
-static int count_infos(const struct fi_info *list)
+/* Can the socket wire run on some device of |list| (a kernel UDP socket
+ * on its address)?  Says why not at verbosity 5. */
+static bool sockets_usable(const opal_btl_usnic_device_list_t *list)
 {
-    int n = 0;
-    for (; NULL != list; list = list->next) {
-        ++n;
+    char why[128] = "no interface";
+    for (int i = 0; i < list->count; ++i) {
+        if (opal_btl_usnic_wire_sock_usable(list->devices[i].ipv4, why, sizeof(why))) {
+            return true;
+        }
     }
-    return n;
+    opal_btl_usnic_verbose(5, "the socket wire cannot run (%s): the ofi wire", why);
+    return false;
+}
+
+/* The devices of |provider| on the wire btl_usnic_wire asks for; auto
+ * serves udp with the socket wire where a socket can be had (libfabric's
+ * udp is kernel sockets itself: nothing is lost, the socket wire sends
+ * large datagrams and batches, and libfabric is never loaded), every
+ * other provider (usnic hardware) with the ofi wire.  |*wire| says which
+ * wire found them. */
+static int devices_of(const char *provider, const opal_btl_usnic_transport_t **wire,
+                      opal_btl_usnic_device_list_t *list, char *why, size_t len)
+{
+    int kind = opal_btl_usnic_globals.wire;
+    bool socket = OPAL_BTL_USNIC_WIRE_SOCKET == kind || (OPAL_BTL_USNIC_WIRE_AUTO == kind && 0 == strcmp(provider, "udp"));
+    if (socket) {
+        *wire = &opal_btl_usnic_wire_sock;
+        int rc = (*wire)->discover("udp", list, why, len);
+        if (OPAL_SUCCESS != rc || OPAL_BTL_USNIC_WIRE_SOCKET == kind || sockets_usable(list)) {
+            return rc;
+        }
+        (*wire)->release(list);
+    }
+    *wire = &opal_btl_usnic_wire_ofi;
+    return (*wire)->discover(provider, list, why, len);
 }
 
 /* Try the providers in order; the first that yields a module wins. */
 static void discover(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *copy = strdup(c->provider_include);
     char *save = NULL;
     for (char *prov = strtok_r(copy, ", ", &save); NULL != prov && 0 == c->num_modules;
          prov = strtok_r(NULL, ", ", &save)) {
-        struct fi_info *list = getinfo_for(prov);
-        if (NULL == list) {
+        const opal_btl_usnic_transport_t *wire;
+        opal_btl_usnic_device_list_t list;
+        char why[256] = "";
+        if (OPAL_SUCCESS != devices_of(prov, &wire, &list, why, sizeof(why))) {
+            opal_btl_usnic_verbose(1, "provider %s (%s wire): no devices: %s", prov, wire->name, why);
             continue;
         }
-        c->modules = (opal_btl_usnic_module_t **) calloc(count_infos(list), sizeof(*c->modules));
+        c->modules = (opal_btl_usnic_module_t **) calloc(list.count > 0 ? (size_t) list.count : 1, sizeof(*c->modules));
         if (NULL != c->modules) {
-            create_modules(list);
+            create_modules(wire, &list);
         }
         if (0 == c->num_modules) {
             free(c->modules);
             c->modules = NULL;
         }
-        fi_freeinfo(list);
+        wire->release(&list);
     }
     free(copy);
 }
@@ -325,7 +301,7 @@ static bool check_base_params(void)
 
 static void modex_send(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     size_t size = sizeof(opal_btl_usnic_modex_t) * (size_t) c->num_modules;
     opal_btl_usnic_modex_t *all = (opal_btl_usnic_modex_t *) malloc(size);
     int rc;
@@ -336,7 +312,7 @@ static void modex_send(void)
         all[i] = c->modules[i]->local_modex;
     }
     /* GLOBAL scope: on-host peers must reach us too (usnic,self jobs) */
-    OPAL_MODEX_SEND(rc, OPAL_BTL_USNIC_PMIX_GLOBAL, &c->super.btl_version, all, size);
+    OPAL_MODEX_SEND(rc, OPAL_BTL_USNIC_PMIX_GLOBAL, c->version, all, size);
     if (OPAL_SUCCESS != rc) {
         opal_btl_usnic_verbose(1, "modex send failed: %d", rc);
     }
@@ -348,7 +324,7 @@ static void stats_timer_cb(int fd, short flags, void *arg)
     (void) fd;
     (void) flags;
     (void) arg;
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     OPAL_BTL_USNIC_LOCK();
     for (int i = 0; i < c->num_modules; ++i) {
         opal_btl_usnic_module_print_stats(c->modules[i], "periodic");
@@ -360,7 +336,7 @@ static void stats_timer_cb(int fd, short flags, void *arg)
 
 static void stats_timer_start(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (c->stats <= 0) {
         return;
     }
@@ -374,7 +350,7 @@ static void stats_timer_start(void)
  * made, and the BTL steps aside (saying why) rather than run unprotected */
 static bool auth_start(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     c->mac_algs = opal_btl_usnic_auth_init();
     if (0 == c->mac_algs) {
         opal_btl_usnic_show_help(true, "no crypto", opal_process_info.nodename, sodium_version_string());
@@ -394,7 +370,7 @@ static bool auth_start(void)
 static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
                                                     bool enable_mpi_threads)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     (void) enable_progress_threads;
     (void) enable_mpi_threads;
     *num_btls = 0;
@@ -436,7 +412,7 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
 
 static int usnic_component_progress(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     int count = 0;
     uint64_t now = opal_btl_usnic_clock_usec();
     OPAL_BTL_USNIC_LOCK();

@@ -2,9 +2,9 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * Endpoint lifecycle: construction, reliability state, keys, limits,
- * teardown of its own state.  Failing its fragments and releasing its
- * segments is the work of the layers above (opal_btl_usnic_endpoint_flush
- * in btl_usnic_ack.c).
+ * its place on the ready-to-send list, teardown of its own state.
+ * Failing its fragments and releasing its segments is the work of the
+ * layers above (opal_btl_usnic_endpoint_flush in btl_usnic_ack.c).
  */
 #include "opal_config.h"
 
@@ -56,7 +56,6 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->tx.data_unacked = 0;
     memset(&ep->tx.peer_charge, 0, sizeof(ep->tx.peer_charge));
     ep->window = 0;
-    ep->hotel_ready = false;
 }
 
 static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
@@ -65,10 +64,6 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
      * endpoint can reach its destructor while still owing an ACK). */
     if (NULL != ep->eng) {
         opal_btl_usnic_endpoint_detach(ep);
-    }
-    if (ep->hotel_ready) {
-        OBJ_DESTRUCT(&ep->hotel);
-        ep->hotel_ready = false;
     }
     if (NULL != ep->rx.frags) {
         for (uint32_t i = 0; i < ep->window; ++i) {
@@ -189,4 +184,43 @@ void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
         free(h);
     }
     ep->rx.nheld = 0;
+}
+
+/* ----- the ready-to-send list ----- */
+
+/* The datagram the next post from |frag| makes: its whole self (small),
+ * or its next chunk or PUT piece */
+static size_t next_datagram_len(const opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag)
+{
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        return sizeof(opal_btl_usnic_hdr_t) + frag->total_len;
+    }
+    size_t left = frag->total_len - frag->offset;
+    size_t piece = (left < ep->max_chunk_payload) ? left : ep->max_chunk_payload;
+    return sizeof(opal_btl_usnic_chunk_hdr_t) + piece; /* a PUT's piece makes a datagram no longer */
+}
+
+bool opal_btl_usnic_endpoint_can_send(opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->failed || opal_list_is_empty(&ep->tx.queue)) {
+        return false;
+    }
+    const opal_btl_usnic_send_frag_t *head = (const opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
+    return opal_btl_usnic_endpoint_room_for(ep, next_datagram_len(ep, head));
+}
+
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->tx.on_rts_list && opal_btl_usnic_endpoint_can_send(ep)) {
+        opal_list_append(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = true;
+    }
+}
+
+void opal_btl_usnic_rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->tx.on_rts_list) {
+        opal_list_remove_item(&eng->endpoints_with_sends, &ep->tx.rts_item);
+        ep->tx.on_rts_list = false;
+    }
 }

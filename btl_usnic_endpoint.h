@@ -10,7 +10,6 @@
 
 #include "opal_config.h"
 #include "opal/class/opal_list.h"
-#include "opal/class/opal_hotel.h"
 #include "opal/util/proc.h"
 
 #include "btl_usnic_auth.h"
@@ -115,10 +114,6 @@ struct mca_btl_base_endpoint_t {
     size_t max_frag_payload;             /* PML bytes in one FRAG segment */
     size_t max_chunk_payload;            /* bytes in one CHUNK segment */
     size_t max_tiny_payload;             /* PML bytes of a tiny (priority) fragment */
-
-    /* Retransmit timers of the production wire (opal_hotel) */
-    opal_hotel_t hotel;
-    bool hotel_ready;
 };
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
@@ -212,5 +207,14 @@ void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep);
 /* Take |ep| off every list of its engine (ACKs owed, ready to send, data
  * in flight) and forget the ACK it is owed; its state stays (teardown) */
 void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep);
+
+/* The ready-to-send list (the engine's endpoints_with_sends): */
+/* Put |ep| on it if it has work, window and credits. */
+void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+/* Take |ep| off it (its turn has come) */
+void opal_btl_usnic_rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+/* Has |ep| a queued fragment whose next datagram fits its window and
+ * the peer's grant? */
+bool opal_btl_usnic_endpoint_can_send(opal_btl_usnic_endpoint_t *ep);
 
 #endif /* OPAL_BTL_USNIC_ENDPOINT_H */

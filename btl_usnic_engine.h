@@ -15,8 +15,7 @@
  *              opal_btl_usnic_engine_progress()   one pass of the send progression
  *                                                 (expires timers that are due)
  *              opal_btl_usnic_btl_send() ...      the BTL entry points (btl_usnic_glue.h)
- * Actions out: wire->post() (segments and ACKs), wire->timer_arm/disarm(),
- *              wire->flush();
+ * Actions out: wire->post() (segments and ACKs), wire->flush();
  *              up->deliver() (a fragment for the PML), up->send_done(),
  *              up->put_done(), up->peer_failed().
  */
@@ -28,10 +27,13 @@
  * own files include only the layers they use. */
 #include "btl_usnic_engine_core.h"
 #include "btl_usnic_endpoint.h"
+#include "btl_usnic_complete.h"
+#include "btl_usnic_acktr.h"
 #include "btl_usnic_ack.h"
+#include "btl_usnic_post.h"
+#include "btl_usnic_put.h"
 #include "btl_usnic_send.h"
 #include "btl_usnic_recv.h"
-#include "btl_usnic_put.h"
 #include "btl_usnic_glue.h"
 
 #endif /* OPAL_BTL_USNIC_ENGINE_H */

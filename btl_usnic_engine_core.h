@@ -10,8 +10,14 @@
  *   proto seq auth batch stats slab reg charge   pure building blocks
  *   frag                   segments, fragments, their pool, reassembly slots
  *   engine_core            this header
- *   endpoint               per-peer state, bound to an engine
- *   ack send recv put      the reliability engine's layers (none includes another)
+ *   endpoint               per-peer state, bound to an engine, its ready-to-send list
+ *   complete acktr ack post put send recv
+ *                          the reliability engine's layers (no header
+ *                          includes another); their calls go one way
+ *                          (test/unit/check-calls.sh): completions; what
+ *                          we owe a peer; the sender's reliability and
+ *                          the hotel; posting; PUT; the send progression
+ *                          and the progress pass; the receive side
  *   glue pml               the engine side of the BTL entry points; the
  *                          module's side of the deliver upcall
  *   engine                 all but pml (what the module and the tests include)
@@ -80,11 +86,6 @@ typedef struct opal_btl_usnic_wire_ops_t {
      */
     int (*post)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                 opal_btl_usnic_send_seg_t *seg, int channel);
-    /* Start / stop the retransmit timer of |seg|. */
-    int (*timer_arm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                     opal_btl_usnic_send_seg_t *seg);
-    void (*timer_disarm)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                         opal_btl_usnic_send_seg_t *seg);
     /**
      * Send what post held back.  A wire that batches (params.batch_segs
      * > 1: the socket wire cuts the data segments posted to one peer in a
@@ -98,6 +99,12 @@ typedef struct opal_btl_usnic_wire_ops_t {
 
 /* Upward: the owner of the engine, and through it the PML */
 typedef struct opal_btl_usnic_upcalls_t {
+    /**
+     * The endpoint that sends as |sender| (a header's claim, not yet
+     * proven: the engine authenticates what it finds), or NULL.  Called
+     * once per received datagram.
+     */
+    opal_btl_usnic_endpoint_t *(*lookup)(struct opal_btl_usnic_engine_t *eng, uint64_t sender);
     /**
      * Hand the complete fragment |data| (|len| bytes, tag |tag|) from |ep|
      * to the PML; |data| is valid only during the call.  The callee may
@@ -135,6 +142,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     int protect;                  /* opal_btl_usnic_protect_t: what every datagram's tag covers */
     uint64_t my_name;             /* our sender id: process name, jobid << 32 | vpid */
     size_t prefix;                /* provider prefix bytes before each header */
+    bool check_source;            /* the wire reports where each datagram came from: one that does not
+                                     come from its claimed sender's address is dropped (drop_bad_source) */
     size_t mtu;                   /* max datagram (header + payload) on the data channel */
     size_t tiny_mtu;              /* max datagram on the priority channel */
     uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
@@ -173,12 +182,12 @@ typedef struct opal_btl_usnic_engine_t {
     uint64_t tick;                /* progress passes (paces explicit ACKs) */
     uint32_t nonce_generation;    /* endpoints made so far: each one's nonces start above the last's */
     uint64_t now;                 /* us; set by the owner once per progress pass */
-    uint64_t next_deadline;       /* earliest retransmit deadline; UINT64_MAX = none */
+    uint64_t next_deadline;       /* the hotel's earliest deadline (btl_usnic_ack.c); UINT64_MAX = none */
     uint64_t away_next;           /* resend_away: engine time of its next round (0: at once) */
     uint64_t away_interval;       /* resend_away: its current back-off (0: none yet) */
     int32_t credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* free provider send slots */
 
-    /* Receiver grants (btl_usnic_ack.c): peers that sent us data in the
+    /* Receiver grants (btl_usnic_acktr.c): peers that sent us data in the
      * current and the previous epoch share rx_capacity. */
     uint64_t rx_epoch;            /* number of the current epoch */
     uint64_t rx_epoch_start;      /* us */
@@ -191,7 +200,7 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t endpoints_with_sends;
     opal_list_t endpoints_needing_ack;
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
-    opal_list_t endpoints_in_flight; /* endpoints with un-ACKed segments */
+    opal_list_t endpoints_in_flight; /* the hotel's register: endpoints with un-ACKed segments */
 
     opal_btl_usnic_frag_pool_t pool; /* fragments, segments and the memory of their buffers */
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */
@@ -202,7 +211,22 @@ typedef struct opal_btl_usnic_engine_t {
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;
 
+/* The one way to change a counter, the engine's own and those a wire keeps
+ * in the engine's block (printed and published with it) */
 #define OPAL_BTL_USNIC_STAT_INC(eng, name) ((eng)->stats.name++)
+#define OPAL_BTL_USNIC_STAT_ADD(eng, name, n) ((eng)->stats.name += (n))
+
+/* A receive buffer the wire holds while the engine works on its datagram
+ * (it counts against what ACKs grant until the wire re-posts it) */
+static inline void opal_btl_usnic_engine_rx_hold(opal_btl_usnic_engine_t *eng)
+{
+    ++eng->rx_buffers_held;
+}
+
+static inline void opal_btl_usnic_engine_rx_return(opal_btl_usnic_engine_t *eng)
+{
+    --eng->rx_buffers_held;
+}
 
 /**
  * Set up |eng| with |params|, bound to |wire| below and |up| above (both

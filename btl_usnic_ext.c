@@ -171,7 +171,7 @@ void opal_btl_usnic_ext_refine(struct opal_btl_usnic_module_t *module, struct fi
         .sysfs_speed_mbps = opal_btl_usnic_if_speed_mbps(speed_if),
         .matched_ifname = have_match ? matched : NULL,
         .default_ifname = current,
-        .default_speed_mbps = (uint32_t) mca_btl_usnic_component.link_speed_default,
+        .default_speed_mbps = (uint32_t) opal_btl_usnic_globals.link_speed_default,
     };
     opal_btl_usnic_if_facts_t f;
     opal_btl_usnic_if_facts_merge(have_ext ? &ext : NULL, &fb, &f);

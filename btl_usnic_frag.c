@@ -20,7 +20,6 @@ static void send_seg_construct(opal_btl_usnic_send_seg_t *seg)
     seg->flags = 0;
     seg->channel = 0;
     seg->retries = 0;
-    seg->hotel_room = -1;
     seg->seq = 0;
     seg->wire_len = 0;
     seg->deadline = 0;
@@ -233,7 +232,6 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_
     frag_reset(frag);
     frag->seg.flags = 0;
     frag->seg.retries = 0;
-    frag->seg.hotel_room = -1;
     frag->seg.ep = NULL;
     return frag;
 }
@@ -264,7 +262,6 @@ static opal_btl_usnic_send_seg_t *seg_alloc(opal_free_list_t *list)
     if (NULL != seg) {
         seg->flags = 0;
         seg->retries = 0;
-        seg->hotel_room = -1;
         seg->ep = NULL;
         seg->frag = NULL;
         seg->ext_data = NULL;

@@ -51,7 +51,7 @@ enum {
 /* Send segment state flags */
 #define OPAL_BTL_USNIC_SEG_FLAG_POSTED    0x01 /* handed to the provider, no completion yet */
 #define OPAL_BTL_USNIC_SEG_FLAG_ACKED     0x02 /* covered by a cumulative ACK */
-#define OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER  0x04 /* retransmit timer armed */
+#define OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL  0x04 /* checked into the hotel: its retransmit deadline runs */
 #define OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND 0x08 /* on the engine's resend list */
 #define OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW 0x10 /* holds a sequence number awaiting ACK */
 #define OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT 0x20 /* queued for resend by its retransmit timer */
@@ -68,7 +68,6 @@ typedef struct opal_btl_usnic_send_seg_t {
     uint8_t flags;
     uint8_t channel;                      /* channel it was last posted on */
     uint8_t retries;                      /* times retransmitted */
-    int hotel_room;                       /* -1 when not checked in */
     opal_btl_usnic_seq_t seq;
     uint32_t wire_len;                    /* header + payload bytes */
     uint32_t charge;                      /* what it costs the receiver (btl_usnic_charge.h), counted in

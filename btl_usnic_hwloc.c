@@ -124,7 +124,7 @@ static void adjust_module(hwloc_topology_t topo, hwloc_const_nodeset_t mine, opa
     }
     uint32_t before = module->super.btl_latency;
     module->super.btl_latency = opal_btl_usnic_numa_latency(before, local, dist,
-                                                            (uint32_t) mca_btl_usnic_component.numa_latency_penalty);
+                                                            (uint32_t) opal_btl_usnic_globals.numa_latency_penalty);
     opal_btl_usnic_verbose(5, "numa: interface %s (device %s, near %s L#%u): distance %llu (local %llu) from our "
                               "binding: latency %u -> %u",
                            module->if_name, osdev->name, hwloc_obj_type_string(anc->type), anc->logical_index,
@@ -141,7 +141,7 @@ static bool process_bound(hwloc_topology_t topo, hwloc_bitmap_t cpus)
 
 void opal_btl_usnic_hwloc_prefer_near(void)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     hwloc_topology_t topo = NULL;
     bool own = false;
     if (c->num_modules <= 0 || c->numa_latency_penalty <= 0) {

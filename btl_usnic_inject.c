@@ -123,9 +123,9 @@ static bool inject_faults(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoi
 
 /* ----- the transport: faults on post, the rest forwarded ----- */
 
-static int inject_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+static int inject_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
 {
-    return module->inject->inner->open(module, info);
+    return module->inject->inner->open(module, dev);
 }
 
 static int inject_add_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
@@ -240,13 +240,13 @@ static const opal_btl_usnic_transport_t inject_transport = {
 
 bool opal_btl_usnic_inject_wanted(void)
 {
-    const opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    const opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     return 0 != c->inject_dup_every || 0 != c->inject_reorder_every || 0 != c->inject_forge_put_every;
 }
 
 int opal_btl_usnic_inject_wrap(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *inner)
 {
-    const opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    const opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     inject_state_t *inj = (inject_state_t *) calloc(1, sizeof(*inj));
     if (NULL == inj) {
         return OPAL_ERR_OUT_OF_RESOURCE;

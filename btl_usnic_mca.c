@@ -77,7 +77,7 @@ void opal_btl_usnic_report_bad_params(void)
 static bool reg_int(const char *name, const char *help, int deflt, int lo, int hi, int level, int *storage)
 {
     *storage = deflt;
-    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, help,
+    (void) mca_base_component_var_register(opal_btl_usnic_globals.version, name, help,
                                            MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
                                            storage);
     if (*storage < lo || *storage > hi) {
@@ -94,7 +94,7 @@ static bool reg_int(const char *name, const char *help, int deflt, int lo, int h
 static void reg_string(const char *name, const char *help, const char *deflt, int level, char **storage)
 {
     *storage = (char *) deflt;
-    (void) mca_base_component_var_register(&mca_btl_usnic_component.super.btl_version, name, help,
+    (void) mca_base_component_var_register(opal_btl_usnic_globals.version, name, help,
                                            MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, level, MCA_BASE_VAR_SCOPE_READONLY,
                                            storage);
 }
@@ -138,14 +138,17 @@ static int parse_inject_faults(const char *spec, uint32_t *dup_p, uint32_t *reor
     return rc;
 }
 
-int opal_btl_usnic_component_register_params(void)
+int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     bool ok = true;
 
     reg_string("provider_include",
-               "Comma-separated list of libfabric providers to try, in order; the first one that yields a usable "
-               "interface is used (default: the Cisco usnic provider where present, else the portable udp provider)",
+               "Comma-separated list of providers to try, in order; the first one that yields a usable interface "
+               "is used (default: the Cisco usnic provider where present, else udp).  \"udp\" is served by the "
+               "socket wire (btl_usnic_wire auto or socket: the host's interfaces, no libfabric); other names by "
+               "libfabric (the ofi wire), loaded only then, and for \"usnic\" only where /sys/class/infiniband "
+               "has a usnic_* device",
                "usnic,udp", OPAL_INFO_LVL_3, &c->provider_include);
     reg_string("if_include",
                "Comma-separated list of interfaces to use: Linux interface names (e.g. eth0, lo), libfabric domain "
@@ -231,8 +234,8 @@ int opal_btl_usnic_component_register_params(void)
                "datagrams to one peer as one segmentation-offload send (UDP_SEGMENT) and reading coalesced runs "
                "(UDP_GRO) where the kernel and the path allow it (else sendmmsg), with datagrams as large as the "
                "interface MTU; \"ofi\" = libfabric's datagram endpoints of the provider (at most 1472 bytes a "
-               "datagram on udp); \"auto\" = socket on interfaces of the udp provider (libfabric's udp is kernel "
-               "sockets too), ofi on others (usnic hardware).  Both put the same datagrams on the network, so "
+               "datagram on udp); \"auto\" = socket for the udp provider (libfabric's udp is kernel sockets too), "
+               "ofi for others (usnic hardware).  Both put the same datagrams on the network, so "
                "processes may differ; a pair uses the smaller of their datagram sizes",
                "auto", OPAL_INFO_LVL_3, &c->wire_name);
     if (is_set(c->wire_name) && 0 == strcmp(c->wire_name, "auto")) {
@@ -258,14 +261,14 @@ int opal_btl_usnic_component_register_params(void)
     }
     c->sock_gso = true;
     (void) mca_base_component_var_register(
-        &c->super.btl_version, "sock_gso",
+        c->version, "sock_gso",
         "Socket wire: send runs of datagrams to one peer as one UDP_SEGMENT send (segmentation offload; kernel "
         ">= 4.18).  Support is probed per interface at start and per peer at the first such send; a path where "
         "it fails falls back (a smaller run, then sendmmsg), counted as gso_fallbacks.  false = sendmmsg only",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->sock_gso);
     c->sock_gro = true;
     (void) mca_base_component_var_register(
-        &c->super.btl_version, "sock_gro",
+        c->version, "sock_gro",
         "Socket wire: let the kernel coalesce runs of datagrams from one peer into one receive (UDP_GRO; "
         "kernel >= 5.0).  false = one datagram per receive",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->sock_gro);
@@ -291,7 +294,7 @@ int opal_btl_usnic_component_register_params(void)
                NULL, OPAL_INFO_LVL_3, &c->connectivity_map);
     c->connectivity_check = true;
     (void) mca_base_component_var_register(
-        &c->super.btl_version, "connectivity_check",
+        c->version, "connectivity_check",
         "Check every path to a peer interface before it is used: an agent per host sends a small and an "
         "MTU-sized UDP probe to the peer host's agent and waits for their echoes; a path that loses either size "
         "(MTU mismatch, firewall) is reported and handled by btl_usnic_connectivity_policy.  Costs one round trip "
@@ -383,9 +386,9 @@ int opal_btl_usnic_component_register_params(void)
     }
     /* latency and bandwidth are not registered by the BTL base in 4.1 */
     ok &= reg_int("latency", "Relative latency of this BTL; the BML sends eager and short messages over the BTLs "
-                  "with the lowest value", (int) opal_btl_usnic_module_template.btl_latency, 0, 1000000,
+                  "with the lowest value", (int) tmpl->btl_latency, 0, 1000000,
                   OPAL_INFO_LVL_5, &c->latency);
-    opal_btl_usnic_module_template.btl_latency = (uint32_t) c->latency;
+    tmpl->btl_latency = (uint32_t) c->latency;
     ok &= reg_int("numa_latency_penalty",
                   "Latency added to a module per NUMA step between the process's binding and the interface's "
                   "PCI device (hwloc distances; a device on another node at an unknown distance counts one step), "
@@ -401,7 +404,7 @@ int opal_btl_usnic_component_register_params(void)
     /* The standard btl_usnic_* parameters (exclusivity, flags, eager_limit,
      * rndv_eager_limit, max_send_size, latency, bandwidth, ...) with the
      * module template's values as defaults. */
-    return mca_btl_base_param_register(&c->super.btl_version, &opal_btl_usnic_module_template);
+    return mca_btl_base_param_register(c->version, tmpl);
 }
 
 /* ----- MPI_T performance variables: one array element per module ----- */
@@ -424,8 +427,8 @@ static int pvar_get(const struct mca_base_pvar_t *pvar, void *value, void *obj)
     size_t offset = (size_t) (uintptr_t) pvar->ctx;
     unsigned long *out = (unsigned long *) value;
     OPAL_BTL_USNIC_LOCK(); /* an MPI_T reader thread races with progress otherwise */
-    for (int i = 0; i < mca_btl_usnic_component.num_modules; ++i) {
-        const char *stats = (const char *) &mca_btl_usnic_component.modules[i]->eng.stats;
+    for (int i = 0; i < opal_btl_usnic_globals.num_modules; ++i) {
+        const char *stats = (const char *) &opal_btl_usnic_globals.modules[i]->eng.stats;
         out[i] = (unsigned long) *(const uint64_t *) (stats + offset);
     }
     OPAL_BTL_USNIC_UNLOCK();
@@ -437,7 +440,7 @@ static int pvar_notify(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event
     (void) pvar;
     (void) obj;
     if (MCA_BASE_PVAR_HANDLE_BIND == event) {
-        *count = mca_btl_usnic_component.num_modules;
+        *count = opal_btl_usnic_globals.num_modules;
     }
     return OPAL_SUCCESS;
 }
@@ -446,7 +449,7 @@ int opal_btl_usnic_register_pvars(void)
 {
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); ++i) {
         int rc = mca_base_component_pvar_register(
-            &mca_btl_usnic_component.super.btl_version, counters[i].name, counters[i].help, OPAL_INFO_LVL_4,
+            opal_btl_usnic_globals.version, counters[i].name, counters[i].help, OPAL_INFO_LVL_4,
             /* a high-water mark is no counter: MPI_T must not report its growth */
             0 == strncmp(counters[i].name, "max_", 4) ? MCA_BASE_PVAR_CLASS_HIGHWATERMARK : MCA_BASE_PVAR_CLASS_COUNTER,
             MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,

@@ -3,10 +3,9 @@
  *
  * Per-interface modules: setup (the transport, the engine, secrets, the
  * modex entry), the progress passes, and the two tables the engine is
- * bound to: its wire below (posts go to the transport, timers to the
- * endpoint's hotel) and its upcalls above (fragments, send and PUT
- * completions to the PML's callbacks, failed peers to the PML's error
- * callback).  The BTL entry points are in btl_usnic_btl.c, peers in
+ * bound to: its wire below (posts and flushes go to the transport) and
+ * its upcalls above (fragments, send and PUT completions to the PML's
+ * callbacks, failed peers to the PML's error callback).  The BTL entry points are in btl_usnic_btl.c, peers in
  * btl_usnic_peers.c, libfabric in btl_usnic_wire_ofi.c.
  */
 #include "opal_config.h"
@@ -33,38 +32,6 @@ static int wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
     return module->transport->post(module, ep, seg, channel);
 }
 
-/* Un-ACKed segments wait in the endpoint's opal_hotel, one room each.
- * The hotel gets no event base, so it arms no libevent timers: the engine
- * fires retransmit timers itself from the progress function (see
- * btl_usnic_ack.c), far finer than the event base that would drive hotel
- * evictions (looped every ~10 ms by opal_progress). */
-void opal_btl_usnic_hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant)
-{
-    (void) hotel;
-    (void) room;
-    (void) occupant;
-    opal_output(0, "btl:usnic: internal error: a hotel without event base evicted a segment");
-}
-
-static int wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
-{
-    (void) eng;
-    if (seg->hotel_room >= 0) {
-        return OPAL_SUCCESS;
-    }
-    return opal_hotel_checkin(&ep->hotel, seg, &seg->hotel_room);
-}
-
-static void wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                              opal_btl_usnic_send_seg_t *seg)
-{
-    (void) eng;
-    if (seg->hotel_room >= 0) {
-        opal_hotel_checkout(&ep->hotel, seg->hotel_room);
-        seg->hotel_room = -1;
-    }
-}
-
 static void wire_flush(opal_btl_usnic_engine_t *eng)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
@@ -73,8 +40,6 @@ static void wire_flush(opal_btl_usnic_engine_t *eng)
 
 static const opal_btl_usnic_wire_ops_t engine_wire = {
     .post = wire_post,
-    .timer_arm = wire_timer_arm,
-    .timer_disarm = wire_timer_disarm,
     .flush = wire_flush,
 };
 
@@ -109,7 +74,7 @@ static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         char heard[64];
         opal_btl_usnic_describe_last_heard(eng, ep, heard, sizeof(heard));
         opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
-                                 opal_btl_usnic_id_str(ep->peer_id).s, mca_btl_usnic_component.peer_timeout,
+                                 opal_btl_usnic_id_str(ep->peer_id).s, opal_btl_usnic_globals.peer_timeout,
                                  opal_btl_usnic_endpoint_in_flight(ep), heard);
     } else {
         opal_btl_usnic_show_help(false, "peer unreachable", opal_process_info.nodename, module->if_name, peer_host,
@@ -122,6 +87,7 @@ static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
 }
 
 static const opal_btl_usnic_upcalls_t engine_upcalls = {
+    .lookup = opal_btl_usnic_lookup_sender,
     .deliver = up_deliver,
     .send_done = up_send_done,
     .put_done = up_put_done,
@@ -200,12 +166,13 @@ static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 
 static int engine_setup(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     module->mem_ops = (opal_btl_usnic_mem_ops_t){.reg = mem_reg, .unreg = mem_unreg, .ctx = module};
     opal_btl_usnic_engine_params_t p = {
         .protect = c->protection,
         .my_name = opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME),
         .prefix = module->caps.prefix,
+        .check_source = module->caps.reports_source,
         .mtu = module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL],
         .tiny_mtu = module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL],
         .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
@@ -232,7 +199,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
 
 static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_modex_t *m = &module->local_modex;
     memset(m, 0, sizeof(*m));
     m->proto_version = OPAL_BTL_USNIC_PROTO_VERSION;
@@ -244,7 +211,7 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     m->mtu = (uint32_t) module->caps.max_datagram[OPAL_BTL_USNIC_DATA_CHANNEL];
     m->tiny_mtu = (uint32_t) module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     m->isn = isn;
-    m->window = (mca_btl_usnic_component.window > 0) ? (uint32_t) mca_btl_usnic_component.window
+    m->window = (opal_btl_usnic_globals.window > 0) ? (uint32_t) opal_btl_usnic_globals.window
                                                      : default_window(module);
     m->link_speed_mbps = module->link_speed_mbps;
     m->rx_capacity = module->caps.rx_capacity;
@@ -255,24 +222,12 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     memcpy(m->recv_key, module->recv_key, sizeof(m->recv_key));
     memcpy(m->node_id, module->node_id, sizeof(m->node_id));
     memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
-    m->wire = (uint8_t) (&opal_btl_usnic_wire_sock == module->transport ? OPAL_BTL_USNIC_WIRE_SOCKET
-                                                                         : OPAL_BTL_USNIC_WIRE_OFI);
+    m->wire = (uint8_t) module->wire_kind;
     m->wire_flags = module->wire_flags;
 }
 
-/* btl_usnic_wire: the transport of a module (opal_btl_usnic_wire_choose) */
-static const opal_btl_usnic_transport_t *choose_transport(const opal_btl_usnic_module_t *module)
-{
-    char why[192];
-    int kind = opal_btl_usnic_wire_choose(mca_btl_usnic_component.wire, module->provider, module->ipv4,
-                                          opal_btl_usnic_wire_sock_usable, why, sizeof(why));
-    if ('\0' != why[0]) {
-        opal_btl_usnic_verbose(5, "%s: %s", module->if_name, why);
-    }
-    return (OPAL_BTL_USNIC_WIRE_SOCKET == kind) ? &opal_btl_usnic_wire_sock : &opal_btl_usnic_wire_ofi;
-}
-
-int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *info)
+int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, const opal_btl_usnic_transport_t *wire,
+                               const opal_btl_usnic_device_t *dev)
 {
     int rc;
     OBJ_CONSTRUCT(&module->all_endpoints, opal_list_t);
@@ -280,8 +235,9 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (OPAL_SUCCESS != opal_hash_table_init(&module->other_job_peers, 32)) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module->transport = choose_transport(module);
-    if (OPAL_SUCCESS != (rc = module->transport->open(module, info))) {
+    module->transport = wire;
+    module->wire_kind = wire->kind; /* the injector's wrapping keeps it */
+    if (OPAL_SUCCESS != (rc = module->transport->open(module, dev))) {
         return rc;
     }
     opal_btl_usnic_verbose(5, "%s: %s wire", module->if_name, module->transport->name);
@@ -292,8 +248,8 @@ int opal_btl_usnic_module_init(opal_btl_usnic_module_t *module, struct fi_info *
     if (opal_btl_usnic_inject_wanted() && OPAL_SUCCESS != (rc = opal_btl_usnic_inject_wrap(module, module->transport))) {
         return rc;
     }
-    module->super.btl_bandwidth = (mca_btl_usnic_component.bandwidth > 0)
-                                      ? (uint32_t) mca_btl_usnic_component.bandwidth
+    module->super.btl_bandwidth = (opal_btl_usnic_globals.bandwidth > 0)
+                                      ? (uint32_t) opal_btl_usnic_globals.bandwidth
                                       : module->link_speed_mbps;
     uint32_t isn;
     if (OPAL_SUCCESS != (rc = module_secrets(module, &isn))) {

@@ -13,10 +13,6 @@
 #ifndef OPAL_BTL_USNIC_MODULE_INT_H
 #define OPAL_BTL_USNIC_MODULE_INT_H
 
-#include <stdbool.h>
-#include <stdio.h>
-#include <string.h>
-
 #include "btl_usnic.h"
 
 BEGIN_C_DECLS
@@ -35,63 +31,6 @@ static inline opal_btl_usnic_endpoint_t *opal_btl_usnic_peer_of_id(opal_btl_usni
         return NULL;
     }
     return (opal_btl_usnic_endpoint_t *) ep;
-}
-
-/**
- * Did a datagram (|len| bytes at |hdr|, after any prefix) that arrived on
- * |channel| from |src| (the wire's address form, as in ep->peer_addr)
- * come from where its claimed sender sends?  The claim only picks the
- * endpoint whose address to compare (the tag proves the rest); datagrams
- * too short to carry one, or from unknown senders, are the engine's to
- * count, and everything passes where the wire reports no source.  A
- * mismatch is counted (drop_bad_source).
- */
-static inline bool opal_btl_usnic_source_ok(opal_btl_usnic_module_t *module, int channel, const uint8_t *hdr,
-                                            size_t len, uint64_t src)
-{
-    if (!module->caps.reports_source || len < sizeof(opal_btl_usnic_hdr_t)) {
-        return true;
-    }
-    uint64_t sender = opal_btl_usnic_host64(((const opal_btl_usnic_hdr_t *) hdr)->sender);
-    const opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, sender);
-    if (NULL == ep || src == ep->peer_addr[channel]) {
-        return true;
-    }
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_bad_source);
-    return false;
-}
-
-/**
- * Which wire (opal_btl_usnic_wire_kind_t) a module gets, for the value
- * |param| of btl_usnic_wire and an interface of libfabric provider
- * |provider| whose address is |ipv4|.  ofi and socket are taken as asked.
- * auto takes the socket wire where the provider is udp (libfabric's udp
- * is kernel sockets itself: nothing is lost, and the socket wire sends
- * large datagrams and batches) and |sock_usable| says a socket can be had
- * there (opal_btl_usnic_wire_sock_usable; asked in that case only); ofi
- * elsewhere (usnic hardware).  |why| (|len| bytes) says why auto chose
- * ofi, for the verbose output; "" otherwise.  Pure but for |sock_usable|.
- */
-static inline int opal_btl_usnic_wire_choose(int param, const char *provider, uint32_t ipv4,
-                                             bool (*sock_usable)(uint32_t ipv4, char *why, size_t len), char *why,
-                                             size_t len)
-{
-    why[0] = '\0';
-    if (OPAL_BTL_USNIC_WIRE_OFI == param || OPAL_BTL_USNIC_WIRE_SOCKET == param) {
-        return param;
-    }
-    if (0 != strcmp(provider, "udp")) {
-        snprintf(why, len, "provider %s: the ofi wire (btl_usnic_wire auto)", provider);
-        return OPAL_BTL_USNIC_WIRE_OFI;
-    }
-    char cause[128];
-    if (!sock_usable(ipv4, cause, sizeof(cause))) {
-        snprintf(why, len, "the socket wire cannot run (%s): the ofi wire", cause);
-        return OPAL_BTL_USNIC_WIRE_OFI;
-    }
-    return OPAL_BTL_USNIC_WIRE_SOCKET;
 }
 
 /* btl_usnic_peers.c */
@@ -118,10 +57,6 @@ int opal_btl_usnic_del_procs(struct mca_btl_base_module_t *btl, size_t nprocs, s
                              struct mca_btl_base_endpoint_t **peers);
 /* Finalize: say goodbye to every peer and release its endpoint */
 void opal_btl_usnic_peers_release_all(opal_btl_usnic_module_t *module);
-
-/* btl_usnic_module.c */
-/* The eviction callback of an endpoint's hotel, which never evicts */
-void opal_btl_usnic_hotel_never_evicts(opal_hotel_t *hotel, int room, void *occupant);
 
 END_C_DECLS
 

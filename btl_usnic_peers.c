@@ -3,7 +3,7 @@
  *
  * A module's peers: add_procs/del_procs, reading and checking the modex,
  * pairing our modules with the peer's, endpoint creation (window, keys,
- * the peer's address on the transport, the retransmit hotel), the
+ * the peer's address on the transport), the
  * connectivity precheck and map, and the goodbye at release.
  */
 #include "opal_config.h"
@@ -38,7 +38,7 @@ opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t 
 static int match_remote(const opal_btl_usnic_module_t *module, const opal_proc_t *proc,
                         const opal_btl_usnic_modex_t *remote, size_t n)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     size_t nl = (size_t) c->num_modules;
     if (nl > OPAL_BTL_USNIC_MAX_MODULES_PAIRED || n > OPAL_BTL_USNIC_MAX_MODULES_PAIRED) {
         return -1;
@@ -129,7 +129,7 @@ static const char *protection_name(int mode)
 static int endpoint_keys(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          const opal_btl_usnic_modex_t *remote)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     unsigned alg = opal_btl_usnic_mac_pick(c->mac_algs, remote->mac_algs);
     if (remote->protection != c->protection || (OPAL_BTL_USNIC_PROTECT_NONE != c->protection && 0 == alg)) {
         opal_btl_usnic_show_help(false, "protection mismatch", opal_process_info.nodename, module->if_name,
@@ -173,12 +173,6 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
         added = (OPAL_SUCCESS == rc);
     }
     if (OPAL_SUCCESS == rc) {
-        OBJ_CONSTRUCT(&ep->hotel, opal_hotel_t);
-        ep->hotel_ready = true;
-        rc = opal_hotel_init(&ep->hotel, (int) ep->window, NULL, (uint32_t) mca_btl_usnic_component.rto_max, 0,
-                             opal_btl_usnic_hotel_never_evicts);
-    }
-    if (OPAL_SUCCESS == rc) {
         rc = peer_register(module, ep);
     }
     if (OPAL_SUCCESS != rc) {
@@ -199,7 +193,7 @@ static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_
     opal_btl_usnic_modex_t *remote = NULL;
     size_t size = 0;
     int rc;
-    OPAL_MODEX_RECV(rc, &mca_btl_usnic_component.super.btl_version, &proc->proc_name, (void **) &remote, &size);
+    OPAL_MODEX_RECV(rc, opal_btl_usnic_globals.version, &proc->proc_name, (void **) &remote, &size);
     if (OPAL_SUCCESS != rc || NULL == remote) {
         return NULL; /* no usnic modules on that peer: not an error */
     }
@@ -219,7 +213,7 @@ static opal_btl_usnic_modex_t *modex_recv(opal_btl_usnic_module_t *module, opal_
 static void connectivity_map_note(const opal_btl_usnic_module_t *module, const opal_proc_t *proc,
                                   const opal_btl_usnic_modex_t *remote)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     if (NULL == c->connectivity_map || '\0' == c->connectivity_map[0]) {
         return;
     }

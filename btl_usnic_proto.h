@@ -209,7 +209,8 @@ static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
     X(BAD_CHUNK,   "chunk offset or size out of range") \
     X(BAD_PUT,     "PUT outside a live registered region") \
     X(BAD_SACK,    "ACK with more selective-ACK ranges than it holds") \
-    X(DEPARTED,    "from a peer that said it left (a late copy)")
+    X(DEPARTED,    "from a peer that said it left (a late copy)") \
+    X(OVERSIZED,   "longer than the channel's datagrams: cut short on the way, never ours")
 
 enum {
 #define OPAL_BTL_USNIC_DROP_ENUM(name, text) OPAL_BTL_USNIC_DROP_##name,

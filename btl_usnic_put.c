@@ -34,8 +34,9 @@
  * another header), on the data channel.  The receiver writes a segment
  * before it ACKs it.
  *
- * Completion.  The PML's completion callback runs when the last segment is
- * ACKed, i.e. when every byte is in the target's memory (remote
+ * Completion (btl_usnic_complete.c, which the ACKs reach without
+ * calling up here).  The PML's completion callback runs when the last
+ * segment is ACKed, i.e. when every byte is in the target's memory (remote
  * completion, seed 003).  Whatever the PML sends afterwards (its FIN), on
  * either channel, can therefore never overtake the data: the BTL's
  * guarantee is stronger than the order tag asks for, so btl_put ignores
@@ -48,8 +49,8 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_put.h"
+#include "btl_usnic_post.h"
 #include "btl_usnic_reg.h"
-#include "btl_usnic_send.h"
 
 /* ===================== origin side ===================== */
 
@@ -88,27 +89,6 @@ int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address
     OPAL_BTL_USNIC_STAT_INC(eng, num_puts);
     opal_btl_usnic_endpoint_enqueue_frag(ep, frag);
     return OPAL_SUCCESS;
-}
-
-/* Every segment posted and ACKed (or the PUT failed and nothing is in
- * flight any more): the PML is called back from the next progress pass,
- * never from inside ACK processing or its own call. */
-static void put_finish_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    if (frag->queued || 0 != frag->put.unacked || frag->callback_pending) {
-        return;
-    }
-    frag->callback_pending = true;
-    opal_list_append(&eng->pending_callbacks, &frag->base.super.super);
-}
-
-void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    frag->callback_pending = false;
-    if (NULL != frag->put.cbfunc) {
-        eng->up->put_done(eng, frag, frag->put.status);
-    }
-    opal_btl_usnic_frag_return(&eng->pool, frag);
 }
 
 int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
@@ -150,30 +130,6 @@ int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     ++frag->put.unacked;
     OPAL_BTL_USNIC_STAT_INC(eng, num_put_sends);
     return OPAL_SUCCESS;
-}
-
-void opal_btl_usnic_put_seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
-{
-    opal_btl_usnic_send_frag_t *frag = seg->frag;
-    seg->frag = NULL;
-    --frag->put.unacked;
-    put_finish_if_done(eng, frag);
-}
-
-void opal_btl_usnic_put_posted_or_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag,
-                                         int status)
-{
-    if (OPAL_SUCCESS != status) {
-        frag->put.status = status;
-    }
-    put_finish_if_done(eng, frag);
-}
-
-void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status)
-{
-    if (NULL != seg->frag && OPAL_BTL_USNIC_FRAG_PUT == seg->frag->kind) {
-        seg->frag->put.status = status;
-    }
 }
 
 /* ===================== target side ===================== */

@@ -2,8 +2,8 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * Emulated RDMA PUT (btl_usnic_put.c, which has the design notes): the
- * origin's PUT fragments and their completion, and the target's writes
- * into the regions of btl_usnic_reg.h.
+ * origin's PUT fragments (their completion is btl_usnic_complete.h's),
+ * and the target's writes into the regions of btl_usnic_reg.h.
  */
 #ifndef OPAL_BTL_USNIC_PUT_H
 #define OPAL_BTL_USNIC_PUT_H
@@ -33,19 +33,6 @@ int opal_btl_usnic_put_submit(opal_btl_usnic_endpoint_t *ep, void *local_address
 /* Post the next segment of the queued PUT |frag| (send progression). */
 int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                  opal_btl_usnic_send_frag_t *frag);
-
-/* |frag| left the send queue: all posted (OPAL_SUCCESS) or failed. */
-void opal_btl_usnic_put_posted_or_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag,
-                                         int status);
-
-/* A PUT segment was ACKed (or forgotten at teardown). */
-void opal_btl_usnic_put_seg_acked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg);
-
-/* Teardown: the PUT owning |seg|, if any, ends with |status|. */
-void opal_btl_usnic_put_mark_failed(opal_btl_usnic_send_seg_t *seg, int status);
-
-/* Deferred completion: the PML's callback, then recycling. */
-void opal_btl_usnic_put_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag);
 
 /* Target side: write the in-window PUT |ph| from |ep| into its region if
  * opal_btl_usnic_reg_check allows it; returns that verdict. */

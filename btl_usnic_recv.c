@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "btl_usnic_ack.h"
+#include "btl_usnic_acktr.h"
 #include "btl_usnic_auth.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
@@ -63,8 +64,15 @@ static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
     case OPAL_BTL_USNIC_DROP_BAD_PUT: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_put); break;
     case OPAL_BTL_USNIC_DROP_BAD_SACK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_sack); break;
     case OPAL_BTL_USNIC_DROP_DEPARTED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_departed); break;
+    case OPAL_BTL_USNIC_DROP_OVERSIZED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_oversized); break;
     default: break;
     }
+}
+
+void opal_btl_usnic_recv_drop(opal_btl_usnic_engine_t *eng, int reason)
+{
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    count_drop(eng, reason);
 }
 
 opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
@@ -193,22 +201,35 @@ static bool datagram_authentic(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     return true;
 }
 
-/* Framing checks, then the sender's key.  Returns the endpoint or NULL (counted). */
-static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                           void *buf, size_t len)
+/* Did |dg| come from where its claimed sender |ep| sends on that
+ * channel?  The claim only picked the endpoint (its tag proves the rest);
+ * everything passes where the wire reports no source. */
+static bool source_matches(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,
+                           const opal_btl_usnic_datagram_t *dg)
 {
-    int bad = opal_btl_usnic_hdr_check(buf, len);
+    return !eng->p.check_source || dg->src == ep->peer_addr[dg->channel];
+}
+
+/* Framing checks, the sender (one lookup), its address, then its key.
+ * Returns the endpoint or NULL (counted). */
+static opal_btl_usnic_endpoint_t *validate(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
+{
+    int bad = opal_btl_usnic_hdr_check(dg->buf, dg->len);
     if (OPAL_BTL_USNIC_VALID != bad) {
         count_drop(eng, bad - 1);
         return NULL;
     }
-    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) buf;
-    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host64(hdr->sender));
+    const opal_btl_usnic_hdr_t *hdr = (const opal_btl_usnic_hdr_t *) dg->buf;
+    opal_btl_usnic_endpoint_t *ep = eng->up->lookup(eng, opal_btl_usnic_host64(hdr->sender));
     if (NULL == ep || NULL == ep->rx.rcvd) {
         count_drop(eng, OPAL_BTL_USNIC_DROP_UNKNOWN_PEER);
         return NULL;
     }
-    return datagram_authentic(eng, ep, buf, len) ? ep : NULL;
+    if (OPAL_UNLIKELY(!source_matches(eng, ep, dg))) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_SOURCE);
+        return NULL;
+    }
+    return datagram_authentic(eng, ep, dg->buf, dg->len) ? ep : NULL;
 }
 
 /* Piggy-backed or explicit ACK information in |hdr|; returns whether it
@@ -458,21 +479,20 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     return true;
 }
 
-void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                 void *buf, size_t len)
+void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
-    opal_btl_usnic_endpoint_t *ep = validate(eng, lookup, buf, len);
+    opal_btl_usnic_endpoint_t *ep = validate(eng, dg);
     if (NULL == ep) {
         return;
     }
-    opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
+    opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) dg->buf;
     if (OPAL_UNLIKELY(ep->departed)) {
         count_drop(eng, OPAL_BTL_USNIC_DROP_DEPARTED);
         return;
     }
     if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
-        const opal_btl_usnic_ack_hdr_t *ah = (const opal_btl_usnic_ack_hdr_t *) buf;
+        const opal_btl_usnic_ack_hdr_t *ah = (const opal_btl_usnic_ack_hdr_t *) dg->buf;
         if (take_ack(eng, ep, hdr)) {
             opal_btl_usnic_sack_ranges_take(eng, ep, ah->range, ah->nranges);
         }
@@ -500,9 +520,11 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lo
     }
 }
 
-opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p)
+opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg,
+                                               opal_btl_usnic_endpoint_t **ep_p)
 {
+    void *buf = dg->buf;
+    size_t len = dg->len;
     opal_btl_usnic_hdr_t *hdr = (opal_btl_usnic_hdr_t *) buf;
     if (len < sizeof(*hdr) || OPAL_BTL_USNIC_PKT_FRAG != hdr->type) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
@@ -510,8 +532,9 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opa
     if (OPAL_BTL_USNIC_VALID != opal_btl_usnic_hdr_check(buf, len)) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
-    opal_btl_usnic_endpoint_t *ep = lookup(eng, opal_btl_usnic_host64(hdr->sender));
-    if (NULL == ep || NULL == ep->rx.rcvd || ep->departed) {
+    /* the slow path counts what the fast one turns down */
+    opal_btl_usnic_endpoint_t *ep = eng->up->lookup(eng, opal_btl_usnic_host64(hdr->sender));
+    if (NULL == ep || NULL == ep->rx.rcvd || ep->departed || !source_matches(eng, ep, dg)) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     /* Only the next fragment in order whose successor has not arrived:

@@ -28,17 +28,29 @@ typedef enum {
 opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endpoint_t *ep,
                                                        opal_btl_usnic_seq_t seq);
 
+/* A datagram as a wire hands it up: |len| bytes at |buf| (provider
+ * prefix skipped) that arrived on |channel| from |src| (the wire's address
+ * form, as in ep->peer_addr; compared with the claimed sender's where
+ * params.check_source says the wire reports sources) */
+typedef struct opal_btl_usnic_datagram_t {
+    void *buf;
+    size_t len;
+    int channel;
+    uint64_t src;
+} opal_btl_usnic_datagram_t;
+
+/* A datagram the wire drops before it can hand it up (OPAL_BTL_USNIC_DROP_*
+ * |reason|: OVERSIZED, TRUNCATED), counted as a receive and a drop */
+void opal_btl_usnic_recv_drop(opal_btl_usnic_engine_t *eng, int reason);
+
 /**
- * Process one datagram (|len| bytes at |buf|, provider prefix skipped) that
- * arrived on some channel.  Validates it, finds the sender through
- * |lookup|, handles ACK information, accepts or drops the segment, delivers
- * complete fragments to the PML and notes that an ACK is owed.  |buf| may be
- * reused when this returns.  Never trusts a header field it did not check.
+ * Process one datagram.  Validates it, finds the sender (the upcalls'
+ * lookup, once), checks its source, handles ACK information, accepts or
+ * drops the segment, delivers complete fragments to the PML and notes
+ * that an ACK is owed.  |dg->buf| may be reused when this returns.  Never
+ * trusts a header field it did not check.
  */
-typedef opal_btl_usnic_endpoint_t *(*opal_btl_usnic_lookup_fn_t)(opal_btl_usnic_engine_t *eng,
-                                                                 uint64_t sender);
-void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                 void *buf, size_t len);
+void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg);
 
 typedef enum {
     OPAL_BTL_USNIC_FAST_DECLINED, /* not for the fast path: nothing changed, use recv_segment */
@@ -55,8 +67,8 @@ typedef enum {
  * decided, not scheduled (TAKEN: set *|ep_p|; the caller later calls
  * opal_btl_usnic_recv_fast_finish()).
  */
-opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, opal_btl_usnic_lookup_fn_t lookup,
-                                               void *buf, size_t len, opal_btl_usnic_endpoint_t **ep_p);
+opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg,
+                                               opal_btl_usnic_endpoint_t **ep_p);
 /* What a receiver holds of one peer's stream (statistics: why a sender
  * might wait) */
 typedef struct opal_btl_usnic_rx_state_t {

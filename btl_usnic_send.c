@@ -1,241 +1,30 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The send side of the engine: queueing fragments, chunking large ones,
- * stamping sequence numbers, posting through the wire, retransmissions,
- * send completions and PML callbacks.
+ * The send progression, on top of the engine: fragments from the PML
+ * (the fast path of tiny ones, copies of descriptors still in flight),
+ * chunking large ones, the round-robin over ready endpoints, the
+ * progress pass (deferred callbacks, the hotel's evictions,
+ * retransmissions, new segments, explicit ACKs), and the copies posted
+ * while the owner is away.  Every datagram leaves through the posting
+ * layer (btl_usnic_post.c).
  */
 #include "opal_config.h"
 
 #include <string.h>
 
 #include "btl_usnic_ack.h"
-#include "btl_usnic_auth.h"
+#include "btl_usnic_acktr.h"
+#include "btl_usnic_complete.h"
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_post.h"
 #include "btl_usnic_put.h"
 #include "btl_usnic_send.h"
 
 static opal_btl_usnic_endpoint_t *ep_from_rts_item(opal_list_item_t *item)
 {
     return (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.rts_item));
-}
-
-/* The datagram the next post from |frag| makes: its whole self (small),
- * or its next chunk or PUT piece */
-static size_t next_datagram_len(const opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_frag_t *frag)
-{
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        return sizeof(opal_btl_usnic_hdr_t) + frag->total_len;
-    }
-    size_t left = frag->total_len - frag->offset;
-    size_t piece = (left < ep->max_chunk_payload) ? left : ep->max_chunk_payload;
-    return sizeof(opal_btl_usnic_chunk_hdr_t) + piece; /* a PUT's piece makes a datagram no longer */
-}
-
-static bool endpoint_can_send(opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->failed || opal_list_is_empty(&ep->tx.queue)) {
-        return false;
-    }
-    const opal_btl_usnic_send_frag_t *head = (const opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
-    return opal_btl_usnic_endpoint_room_for(ep, next_datagram_len(ep, head));
-}
-
-void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
-{
-    if (!ep->tx.on_rts_list && endpoint_can_send(ep)) {
-        opal_list_append(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
-        ep->tx.on_rts_list = true;
-    }
-}
-
-static void rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (ep->tx.on_rts_list) {
-        opal_list_remove_item(&eng->endpoints_with_sends, &ep->tx.rts_item);
-        ep->tx.on_rts_list = false;
-    }
-}
-
-/* ----- PML callbacks and fragment recycling ----- */
-
-/* The PML hears about |frag| through the upcall, if it asked to */
-static void frag_callback(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
-{
-    frag->callback_pending = false;
-    if (NULL != frag->base.des_cbfunc) {
-        OPAL_BTL_USNIC_STAT_INC(eng, pml_send_callbacks);
-        eng->up->send_done(eng, frag, status);
-    }
-}
-
-/* Recycle |frag| if the BTL owns it and nothing references it any more. */
-static void frag_release_if_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        opal_btl_usnic_seg_release_if_done(&eng->pool, &frag->seg);
-    } else if (frag->owned_by_btl && !frag->callback_pending && !frag->queued) {
-        opal_btl_usnic_frag_return(&eng->pool, frag);
-    }
-}
-
-void opal_btl_usnic_frag_send_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    /* Read ownership before the callback: a PML that does not give us the
-     * descriptor may free it (btl_free) inside the callback. */
-    bool owned = frag->owned_by_btl;
-    if (frag->callback_pending) {
-        frag_callback(eng, frag, OPAL_SUCCESS);
-    }
-    if (owned) {
-        frag_release_if_done(eng, frag);
-    }
-}
-
-void opal_btl_usnic_frag_fail(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag, int status)
-{
-    if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
-        opal_btl_usnic_put_posted_or_failed(eng, frag, status);
-        return;
-    }
-    bool owned = frag->owned_by_btl;
-    if (frag->callback_pending) {
-        frag_callback(eng, frag, status);
-    }
-    if (owned) {
-        if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind && 0 == (frag->seg.flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW)) {
-            /* never posted: nothing else will ever release it */
-            frag->seg.flags |= OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        }
-        frag_release_if_done(eng, frag);
-    }
-}
-
-static void run_pending_callbacks(opal_btl_usnic_engine_t *eng)
-{
-    opal_list_item_t *item;
-    while (NULL != (item = opal_list_remove_first(&eng->pending_callbacks))) {
-        opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) item;
-        if (OPAL_BTL_USNIC_FRAG_PUT == frag->kind) {
-            opal_btl_usnic_put_complete(eng, frag);
-        } else {
-            opal_btl_usnic_frag_send_done(eng, frag);
-        }
-    }
-}
-
-/* ----- posting ----- */
-
-static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                           opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    --eng->credits[channel];
-    eng->away_next = 0; /* the owner just sent: resend_away's back-off starts afresh */
-    eng->away_interval = 0;
-    opal_btl_usnic_timer_start(eng, ep, seg);
-    OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
-}
-
-/* |ep| has un-ACKed data from now on: its timers need watching */
-static void flight_list_add(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (!ep->tx.on_flight_list) {
-        opal_list_append(&eng->endpoints_in_flight, &ep->tx.flight_item);
-        ep->tx.on_flight_list = true;
-        ep->timer.last_ack_time = eng->now;
-    }
-}
-
-/**
- * First transmission of |seg| to |ep|: stamp the next sequence number,
- * piggy-back an owed ACK, post, start the retransmit timer.  Returns
- * OPAL_SUCCESS, OPAL_ERR_TEMP_OUT_OF_RESOURCE (nothing changed) or a hard
- * error (the peer has been failed).
- */
-/* Stamp the current ACK on |hdr| without paying the debt yet: the debt is
- * paid (opal_btl_usnic_ack_piggyback) only once the segment really left.
- * Returns whether an ACK was owed. */
-static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
-{
-    hdr->flags = (uint8_t) ((hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON) |
-                            (ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0));
-    opal_btl_usnic_ack_stamp(eng, ep, hdr);
-    return ep->rx.ack_owed;
-}
-
-/* Nonce and tag of a datagram of |len| bytes at |hdr| followed by
- * |ext_len| bytes at |ext| (a payload gathered from elsewhere) */
-static void seal_parts(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
-                       size_t len, const uint8_t *ext, size_t ext_len)
-{
-    uint64_t nonce = ep->tx.nonce++;
-    hdr->nonce = opal_btl_usnic_wire64(nonce);
-    memset(hdr->mac, 0, sizeof(hdr->mac));
-    if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
-        return;
-    }
-    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) {
-        opal_btl_usnic_mac_tag2(&ep->tx.mac, nonce, (const uint8_t *) hdr, len, ext, ext_len, hdr->mac);
-    } else {
-        opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, opal_btl_usnic_hdr_len(hdr->type),
-                               hdr->mac);
-    }
-}
-
-void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
-                         size_t len)
-{
-    seal_parts(eng, ep, hdr, len, NULL, 0);
-}
-
-void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             opal_btl_usnic_send_seg_t *seg)
-{
-    /* full protection covers a gathered payload where it lies (engine_init
-     * gathers under full protection only where the MAC streams) */
-    seal_parts(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg), seg->ext_data, seg->ext_len);
-}
-
-static int send_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                        opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    opal_btl_usnic_seq_t seq = ep->tx.next_seq;
-    seg->seq = seq;
-    seg->ep = ep;
-    seg->hdr->seq = opal_btl_usnic_wire32(seq);
-    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
-    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
-    seg->channel = (uint8_t) channel; /* a completion inside post credits this channel */
-    opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, channel);
-    if (OPAL_SUCCESS != rc) {
-        seg->flags = 0;
-        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
-            OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
-        } else {
-            eng->up->peer_failed(eng, ep, rc);
-        }
-        return rc;
-    }
-    if (ack_was_owed) {
-        /* the debt is paid only now that the ACK really left */
-        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
-    }
-    ep->tx.next_seq = seq + 1;
-    ep->tx.sent[seq % ep->window] = seg;
-    seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
-    ep->tx.in_flight_charge += seg->charge;
-    if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
-        ++ep->tx.data_unacked;
-    }
-    flight_list_add(eng, ep);
-    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
-    if (in_flight > eng->stats.max_sent_window) {
-        eng->stats.max_sent_window = in_flight;
-    }
-    post_succeeded(eng, ep, seg, channel);
-    return OPAL_SUCCESS;
 }
 
 /* Channel for a first transmission of a whole fragment of |wire_len|
@@ -260,32 +49,6 @@ static void flush_now(opal_btl_usnic_engine_t *eng)
     eng->defer_callbacks = deferred;
 }
 
-static bool have_credit(const opal_btl_usnic_engine_t *eng, int channel)
-{
-    return eng->credits[channel] > 0;
-}
-
-/* Copy the PML's data described by |frag| into its embedded segment. */
-static void small_frag_gather(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
-{
-    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
-    size_t len = 0;
-    for (uint32_t i = 0; i < frag->base.des_segment_count; ++i) {
-        mca_btl_base_segment_t *s = &frag->segments[i];
-        if ((uint8_t *) s->seg_addr.pval != payload + len) {
-            memmove(payload + len, s->seg_addr.pval, s->seg_len);
-        }
-        len += s->seg_len;
-    }
-    frag->total_len = len;
-    opal_btl_usnic_hdr_fill(eng, frag->seg.hdr, OPAL_BTL_USNIC_PKT_FRAG, 0, len, frag->tag);
-    frag->seg.wire_len = (uint32_t) (sizeof(opal_btl_usnic_hdr_t) + len);
-    /* The descriptor now describes one contiguous block in our buffer */
-    frag->segments[0].seg_addr.pval = payload;
-    frag->segments[0].seg_len = len;
-    frag->base.des_segment_count = 1;
-}
-
 bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
 {
     opal_btl_usnic_engine_t *eng = ep->eng;
@@ -293,11 +56,11 @@ bool opal_btl_usnic_send_fast(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send
     int channel = frag_channel(ep, wire_len);
     if (OPAL_BTL_USNIC_FRAG_SMALL != frag->kind || ep->failed || !opal_list_is_empty(&ep->tx.queue) ||
         frag->total_len > ep->max_tiny_payload || !opal_btl_usnic_endpoint_room_for(ep, wire_len) ||
-        !have_credit(eng, channel)) {
+        !opal_btl_usnic_have_credit(eng, channel)) {
         return false;
     }
-    small_frag_gather(eng, frag);
-    if (OPAL_SUCCESS != send_segment(eng, ep, &frag->seg, channel)) {
+    opal_btl_usnic_small_frag_gather(eng, frag);
+    if (OPAL_SUCCESS != opal_btl_usnic_seg_post(eng, ep, &frag->seg, channel)) {
         return false;
     }
     if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
@@ -400,22 +163,6 @@ bool opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_us
     return false;
 }
 
-void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
-{
-    frag->ep = ep;
-    if (ep->failed) {
-        opal_btl_usnic_frag_fail(ep->eng, frag, OPAL_ERR_UNREACH);
-        return;
-    }
-    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
-        /* copy now so the user's buffer is free as soon as we call back */
-        small_frag_gather(ep->eng, frag);
-    }
-    frag->queued = true;
-    opal_list_append(&ep->tx.queue, &frag->base.super.super);
-    opal_btl_usnic_check_rts(ep);
-}
-
 /* Copy |len| bytes at |offset| of the data described by |frag| into |dst|. */
 static void large_frag_copy_out(const opal_btl_usnic_send_frag_t *frag, size_t offset, uint8_t *dst, size_t len)
 {
@@ -434,18 +181,6 @@ static void large_frag_copy_out(const opal_btl_usnic_send_frag_t *frag, size_t o
         len -= n;
         offset = 0;
     }
-}
-
-int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                  opal_btl_usnic_send_seg_t *seg)
-{
-    int rc = send_segment(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
-    if (OPAL_SUCCESS != rc) {
-        seg->frag = NULL;
-        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED; /* never posted: straight back to its list */
-        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
-    }
-    return rc;
 }
 
 /* Post the next chunk of a large |frag|.  Returns OPAL_SUCCESS or the error. */
@@ -504,10 +239,10 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     opal_btl_usnic_send_frag_t *frag = (opal_btl_usnic_send_frag_t *) opal_list_get_first(&ep->tx.queue);
     if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
         int channel = frag_channel(ep, frag->seg.wire_len);
-        if (!have_credit(eng, channel)) {
+        if (!opal_btl_usnic_have_credit(eng, channel)) {
             return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
         }
-        int rc = send_segment(eng, ep, &frag->seg, channel);
+        int rc = opal_btl_usnic_seg_post(eng, ep, &frag->seg, channel);
         if (OPAL_SUCCESS != rc) {
             return rc;
         }
@@ -523,24 +258,16 @@ static int send_one_from_queue(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endp
     return rc;
 }
 
-/* Segments an endpoint may post in one turn: a whole batch of the wire
- * (the datagrams of one segmentation-offload send go to one peer), one
- * where the wire does not batch */
-static uint32_t send_quantum(const opal_btl_usnic_engine_t *eng)
-{
-    return eng->p.batch_segs > 1 ? eng->p.batch_segs : 1;
-}
-
 /* New segments from ready endpoints, round-robin, up to a quantum each */
 static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
 {
     int posted = 0;
-    uint32_t quantum = send_quantum(eng);
-    while (!opal_list_is_empty(&eng->endpoints_with_sends) && have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
+    uint32_t quantum = opal_btl_usnic_send_quantum(eng);
+    while (!opal_list_is_empty(&eng->endpoints_with_sends) && opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
         opal_btl_usnic_endpoint_t *ep = ep_from_rts_item(opal_list_get_first(&eng->endpoints_with_sends));
-        rts_remove(eng, ep);
+        opal_btl_usnic_rts_remove(eng, ep);
         int rc = OPAL_ERR_WOULD_BLOCK;
-        for (uint32_t turn = 0; turn < quantum && endpoint_can_send(ep) && have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL);
+        for (uint32_t turn = 0; turn < quantum && opal_btl_usnic_endpoint_can_send(ep) && opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL);
              ++turn) {
             rc = send_one_from_queue(eng, ep);
             if (OPAL_SUCCESS != rc) {
@@ -557,82 +284,6 @@ static int progress_endpoint_sends(opal_btl_usnic_engine_t *eng)
     return posted;
 }
 
-/* Repost one segment from the resend list.  Returns the post result. */
-static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
-{
-    opal_btl_usnic_endpoint_t *ep = seg->ep;
-    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
-    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
-    if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT) {
-        seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
-    }
-    seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    if (OPAL_BTL_USNIC_DATA_CHANNEL != seg->channel) {
-        ++ep->tx.data_unacked; /* its copy is a data-channel segment from now on */
-    }
-    seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
-    opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
-    if (OPAL_SUCCESS != rc) {
-        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-        return rc;
-    }
-    if (ack_was_owed) {
-        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
-    }
-    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT;
-    if (seg->retries < UINT8_MAX) {
-        ++seg->retries;
-    }
-    OPAL_BTL_USNIC_STAT_INC(eng, num_resends);
-    post_succeeded(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
-    return OPAL_SUCCESS;
-}
-
-/* Retransmissions one pass may post: max_resends_per_iteration, but at
- * least a whole batch (a lost batch goes again as one) */
-static uint32_t resend_budget(const opal_btl_usnic_engine_t *eng)
-{
-    uint32_t quantum = send_quantum(eng);
-    return eng->p.max_resends_per_iteration > quantum ? eng->p.max_resends_per_iteration : quantum;
-}
-
-static int progress_resends(opal_btl_usnic_engine_t *eng)
-{
-    int posted = 0;
-    uint32_t budget = resend_budget(eng);
-    opal_list_item_t *item = opal_list_get_first(&eng->resend_segs);
-    while (item != opal_list_get_end(&eng->resend_segs) && (uint32_t) posted < budget &&
-           have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
-        opal_list_item_t *next = opal_list_get_next(item);
-        opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) item;
-        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_POSTED) {
-            item = next; /* the provider still owns the buffer: later */
-            continue;
-        }
-        opal_list_remove_item(&eng->resend_segs, item);
-        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
-        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) {
-            item = next; /* the peer reported it held since it was queued */
-            continue;
-        }
-        int rc = resend_segment(eng, seg);
-        if (OPAL_SUCCESS != rc) {
-            seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
-            opal_list_prepend(&eng->resend_segs, item);
-            if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
-                OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
-            } else {
-                eng->up->peer_failed(eng, seg->ep, rc);
-            }
-            break;
-        }
-        ++posted;
-        item = next;
-    }
-    return posted;
-}
-
 int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
 {
     if (!opal_list_is_empty(&eng->resend_segs) || eng->now >= eng->next_deadline ||
@@ -644,22 +295,6 @@ int opal_btl_usnic_engine_send_now(opal_btl_usnic_engine_t *eng)
     eng->wire->flush(eng);
     eng->defer_callbacks = false;
     return posted;
-}
-
-int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                opal_btl_usnic_send_seg_t *seg, int channel)
-{
-    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    seg->channel = (uint8_t) channel;
-    opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, channel);
-    if (OPAL_SUCCESS != rc) {
-        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
-        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
-        return rc;
-    }
-    --eng->credits[channel];
-    return OPAL_SUCCESS;
 }
 
 /* ----- while the owner is away ----- */
@@ -681,7 +316,6 @@ opal_btl_usnic_send_seg_t *opal_btl_usnic_seg_copy(opal_btl_usnic_engine_t *eng,
     copy->seq = seg->seq;
     copy->ep = seg->ep;
     copy->frag = NULL;
-    copy->hotel_room = -1;
     return copy;
 }
 
@@ -714,7 +348,7 @@ static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
         if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || eng->now - seg->sent_time < rto) {
             continue;
         }
-        if (!have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
+        if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
             break; /* the next round tries again */
         }
         ++posted;
@@ -754,13 +388,13 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     ++eng->tick;
     eng->away_next = 0; /* the owner is back: a later absence starts its back-off afresh */
     eng->away_interval = 0;
-    run_pending_callbacks(eng);
+    opal_btl_usnic_callbacks_run(eng);
     if (eng->now >= eng->next_deadline) {
-        opal_btl_usnic_engine_expire(eng);
+        opal_btl_usnic_hotel_evict_due(eng);
     }
     int posted = 0;
     if (!opal_list_is_empty(&eng->resend_segs)) {
-        posted += progress_resends(eng);
+        posted += opal_btl_usnic_resends_post(eng);
     }
     if (!opal_list_is_empty(&eng->endpoints_with_sends)) {
         posted += progress_endpoint_sends(eng);
@@ -774,9 +408,3 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     return posted;
 }
 
-void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
-{
-    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
-    ++eng->credits[seg->channel];
-    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
-}

@@ -18,7 +18,9 @@
  *
  * Everything that names a libfabric call, queue or address lives behind
  * this table; the BTL entry points, peer management and module setup
- * above it see only the capabilities the wire fills at open.
+ * above it see only the devices a wire offers (btl_usnic_device.h) and
+ * the capabilities it fills at open.  Each wire finds its own devices:
+ * the socket wire never loads libfabric.
  *
  * Not to be confused with the engine's opal_btl_usnic_wire_ops_t
  * (btl_usnic_engine_core.h): that is the engine's downward table, which the
@@ -31,10 +33,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "btl_usnic_device.h"
 #include "btl_usnic_engine.h"
 
-struct fi_info;
 struct opal_btl_usnic_module_t;
+
+/* btl_usnic_wire: which transport a module runs (and the modex says which) */
+typedef enum {
+    OPAL_BTL_USNIC_WIRE_AUTO = 0,   /* the socket wire on kernel interfaces (provider udp), else ofi */
+    OPAL_BTL_USNIC_WIRE_OFI = 1,    /* libfabric */
+    OPAL_BTL_USNIC_WIRE_SOCKET = 2, /* kernel UDP sockets with GSO/GRO */
+} opal_btl_usnic_wire_kind_t;
+
 struct opal_btl_usnic_modex_t;
 
 /* What a wire can do, filled by its open; read-only afterwards */
@@ -59,13 +69,25 @@ typedef struct opal_btl_usnic_transport_caps_t {
 
 typedef struct opal_btl_usnic_transport_t {
     const char *name;
+    opal_btl_usnic_wire_kind_t kind; /* OFI or SOCKET: what the modex publishes */
     /**
-     * Open the wire of |module| on the interface |info| describes:
+     * The devices this wire offers for |provider| (the libfabric
+     * provider name the user's btl_usnic_provider_include lists; the
+     * socket wire serves only "udp", whose datagrams it speaks).  Fills
+     * |list| (count 0 when there are none, which is no error); returns
+     * OPAL_SUCCESS, or an error with |why| saying what stood in the way
+     * (a library that does not load, a failed system call).  Every filled
+     * list goes back through release.
+     */
+    int (*discover)(const char *provider, opal_btl_usnic_device_list_t *list, char *why, size_t len);
+    void (*release)(opal_btl_usnic_device_list_t *list);
+    /**
+     * Open the wire of |module| on |dev| (one of its discover's devices):
      * endpoints, completion queues, posted receives, registrations; fill
      * module->caps.  Shows help and returns an OPAL error if it cannot; a
      * wire that failed half way is still closed by close and fini.
      */
-    int (*open)(struct opal_btl_usnic_module_t *module, const struct fi_info *info);
+    int (*open)(struct opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev);
     /* Make |ep| reachable at |remote|'s address (sets ep->peer_addr[]).
      * OPAL_ERR_UNREACH (with help shown) if the wire cannot address it. */
     int (*add_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,

@@ -10,6 +10,7 @@
 #include "opal_config.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -27,6 +28,9 @@
 #include "btl_usnic.h"
 #include "btl_usnic_ext.h"
 #include "btl_usnic_module_int.h"
+#include "btl_usnic_ofi_lib.h"
+
+#define OPAL_BTL_USNIC_FI_VERSION FI_VERSION(1, 5)
 
 #define OPAL_BTL_USNIC_DEFAULT_TINY_MTU 768
 #define OPAL_BTL_USNIC_CQ_BATCH 16
@@ -73,11 +77,15 @@ struct opal_btl_usnic_ofi_state {
 };
 typedef struct opal_btl_usnic_ofi_state opal_btl_usnic_ofi_state_t;
 
+/* libfabric's exported calls, set by the first discovery (which every
+ * open follows) */
+static const opal_btl_usnic_ofi_lib_t *lib;
+
 static void show_fi_error(opal_btl_usnic_module_t *module, const char *call, int rc)
 {
     opal_btl_usnic_show_help(false, "libfabric API failed", opal_process_info.nodename,
                              NULL != module->if_name ? module->if_name : "?", call, __FILE__, __LINE__, rc,
-                             fi_strerror(-rc));
+                             lib->strerror(-rc));
 }
 
 /* ===================== sending ===================== */
@@ -160,7 +168,7 @@ static int ofi_post(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
     opal_btl_usnic_verbose(5, "fi_send to peer %s failed: %s", opal_btl_usnic_id_str(ep->peer_id).s,
-                           fi_strerror((int) -rc));
+                           lib->strerror((int) -rc));
     return OPAL_ERR_UNREACH;
 }
 
@@ -298,14 +306,14 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
 {
     opal_btl_usnic_ofi_state_t *ofi = module->ofi;
     opal_btl_usnic_channel_t *chan = &ofi->chan[c];
-    struct fi_info *info = fi_dupinfo(ofi->info);
+    struct fi_info *info = lib->dupinfo(ofi->info);
     if (NULL == info) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     info->tx_attr->size = chan->sd_num;
     info->rx_attr->size = chan->rd_num;
     int rc = fi_endpoint(ofi->domain, info, &chan->ep, NULL);
-    fi_freeinfo(info);
+    lib->freeinfo(info);
     if (0 != rc) {
         show_fi_error(module, "fi_endpoint", rc);
         return OPAL_ERROR;
@@ -339,7 +347,7 @@ static int channel_open(opal_btl_usnic_module_t *module, int c)
         /* the udp provider's socket: as deep as the socket wire's (the
          * kernel default holds 92 datagrams of 1472 bytes) */
         (void) opal_btl_usnic_socket_buffer(chan->sock_fd, SO_RCVBUFFORCE, SO_RCVBUF,
-                                            mca_btl_usnic_component.sock_rcvbuf);
+                                            opal_btl_usnic_globals.sock_rcvbuf);
     }
     return channel_post_all_recvs(module, c);
 }
@@ -370,13 +378,6 @@ static void channel_close(opal_btl_usnic_channel_t *chan)
 
 /* ===================== completions and progress ===================== */
 
-static void count_oversized(opal_btl_usnic_module_t *module)
-{
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
-}
-
 /* Longer than the channel's MTU: cut short by the provider, never ours */
 static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg,
                               size_t len)
@@ -384,32 +385,29 @@ static bool recv_is_oversized(const opal_btl_usnic_module_t *module, const opal_
     return len > module->caps.prefix + module->ofi->chan[rseg->channel].mtu;
 }
 
-/* opal_btl_usnic_source_ok on what follows the provider's prefix (a
- * datagram shorter than the prefix is counted by handle_recv) */
-static bool source_ok(opal_btl_usnic_module_t *module, const opal_btl_usnic_recv_seg_t *rseg, size_t len,
-                      fi_addr_t src)
+/* What follows the provider's prefix of |rseg|'s |len| bytes, for the engine */
+static opal_btl_usnic_datagram_t datagram_of(const opal_btl_usnic_module_t *module,
+                                             const opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
 {
     size_t prefix = module->caps.prefix;
-    return len < prefix ||
-           opal_btl_usnic_source_ok(module, rseg->channel, rseg->buf + prefix, len - prefix, (uint64_t) src);
+    opal_btl_usnic_datagram_t dg = {
+        .buf = rseg->buf + prefix, .len = len - prefix, .channel = rseg->channel, .src = (uint64_t) src};
+    return dg;
 }
 
 static void handle_recv(opal_btl_usnic_module_t *module, opal_btl_usnic_recv_seg_t *rseg, size_t len, fi_addr_t src)
 {
     size_t prefix = module->caps.prefix;
     if (OPAL_UNLIKELY(recv_is_oversized(module, rseg, len))) {
-        count_oversized(module);
-    } else if (OPAL_UNLIKELY(!source_ok(module, rseg, len, src))) {
-        /* counted */
+        opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
     } else if (OPAL_UNLIKELY(len < prefix)) {
         /* not even the provider's prefix: no header of ours to look at */
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_truncated);
+        opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_TRUNCATED);
     } else {
-        ++module->eng.rx_buffers_held; /* until re-posted: ACKs sent meanwhile must not grant it */
-        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, rseg->buf + prefix, len - prefix);
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_hold(&module->eng); /* until re-posted: ACKs sent meanwhile must not grant it */
+        const opal_btl_usnic_datagram_t dg = datagram_of(module, rseg, len, src);
+        opal_btl_usnic_recv_segment(&module->eng, &dg);
+        opal_btl_usnic_engine_rx_return(&module->eng);
     }
     recv_repost(module, rseg);
 }
@@ -429,7 +427,7 @@ static void handle_completion(opal_btl_usnic_module_t *module, const struct fi_c
  * Data is not lost (retransmission), but say so, once per module. */
 static void report_cq_overrun(opal_btl_usnic_module_t *module, opal_btl_usnic_channel_t *chan)
 {
-    if (0 == module->eng.stats.num_cq_overruns++) {
+    if (0 == OPAL_BTL_USNIC_STAT_INC(&module->eng, num_cq_overruns)) {
         opal_btl_usnic_show_help(false, "cq overrun", opal_process_info.nodename, module->if_name,
                                  chan == &module->ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL] ? "priority" : "data",
                                  chan->cq_size, chan->sd_num, chan->rd_num);
@@ -450,7 +448,7 @@ static void handle_cq_error(opal_btl_usnic_module_t *module, opal_btl_usnic_chan
         return; /* names no operation of ours */
     } else if (err.flags & FI_RECV) {
         if (FI_ETRUNC == err.err) {
-            count_oversized(module); /* providers that report the overrun */
+            opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED); /* providers that report the overrun */
         }
         recv_repost(module, recv_seg_of_ctx(err.op_context));
     } else {
@@ -505,7 +503,7 @@ static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
         ofi->fast_deferred_valid = false;
         opal_btl_usnic_recv_fast_finish(&module->eng, ofi->fast_deferred_ep, ofi->fast_deferred_rseg->buf);
         recv_repost(module, ofi->fast_deferred_rseg);
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_return(&module->eng);
     }
 }
 
@@ -529,14 +527,12 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
     if (comp.flags & FI_RECV) {
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
         opal_btl_usnic_endpoint_t *ep = NULL;
-        ++module->eng.rx_buffers_held; /* re-posted by finish_deferred_fast_recv */
+        opal_btl_usnic_engine_rx_hold(&module->eng); /* re-posted by finish_deferred_fast_recv */
         opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
-        if (!source_ok(module, rseg, comp.len, src)) {
-            how = OPAL_BTL_USNIC_FAST_DROPPED; /* counted */
-        } else if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
+        if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
+            const opal_btl_usnic_datagram_t dg = datagram_of(module, rseg, comp.len, src);
             ofi->fast_in_upcall = true;
-            how = opal_btl_usnic_recv_fast(&module->eng, opal_btl_usnic_lookup_sender,
-                                           rseg->buf + module->caps.prefix, comp.len - module->caps.prefix, &ep);
+            how = opal_btl_usnic_recv_fast(&module->eng, &dg, &ep);
             ofi->fast_in_upcall = false;
         }
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
@@ -545,7 +541,7 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
             ofi->fast_deferred_rseg = rseg;
             return true;
         }
-        --module->eng.rx_buffers_held;
+        opal_btl_usnic_engine_rx_return(&module->eng);
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
             recv_repost(module, rseg); /* counted */
             return false;
@@ -683,7 +679,7 @@ static bool info_needs_mr(const struct fi_info *info)
  * and the parameters */
 static int ofi_sizes(opal_btl_usnic_module_t *module, const struct fi_info *info)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     opal_btl_usnic_transport_caps_t *caps = &module->caps;
     caps->prefix = (info->mode & FI_MSG_PREFIX) ? info->ep_attr->msg_prefix_size : 0;
     size_t mtu = opal_btl_usnic_datagram_cap(opal_btl_usnic_datagram_mtu(
@@ -744,7 +740,7 @@ static int open_domain(opal_btl_usnic_module_t *module, const struct fi_info *in
 {
     opal_btl_usnic_ofi_state_t *ofi = module->ofi;
     int rc;
-    if (0 != (rc = fi_fabric(info->fabric_attr, &ofi->fabric, NULL))) {
+    if (0 != (rc = lib->fabric(info->fabric_attr, &ofi->fabric, NULL))) {
         show_fi_error(module, "fi_fabric", rc);
         return OPAL_ERROR;
     }
@@ -761,14 +757,138 @@ static int open_domain(opal_btl_usnic_module_t *module, const struct fi_info *in
     return OPAL_SUCCESS;
 }
 
-static int ofi_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+/* ===================== discovery ===================== */
+
+/* usNIC hardware shows up as usnic_verbs devices; where there is none,
+ * asking libfabric for the usnic provider would only pay its load */
+#define OPAL_BTL_USNIC_SYSFS_IB "/sys/class/infiniband"
+
+static bool usnic_hardware_present(void)
 {
+    DIR *dir = opendir(OPAL_BTL_USNIC_SYSFS_IB);
+    bool found = false;
+    if (NULL == dir) {
+        return false;
+    }
+    for (struct dirent *d = readdir(dir); NULL != d && !found; d = readdir(dir)) {
+        found = (0 == strncmp(d->d_name, "usnic_", 6));
+    }
+    closedir(dir);
+    return found;
+}
+
+static struct fi_info *getinfo_caps(const char *provider, uint64_t caps)
+{
+    struct fi_info *hints = lib->dupinfo(NULL);
+    struct fi_info *list = NULL;
+    if (NULL == hints) {
+        return NULL;
+    }
+    hints->caps = caps;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_MSG_PREFIX;
+    /* we can register every buffer we post (usnic, verbs UD, EFA need it) */
+    hints->domain_attr->mr_mode = FI_MR_LOCAL;
+    hints->addr_format = FI_SOCKADDR_IN;
+    hints->ep_attr->type = FI_EP_DGRAM;
+    hints->fabric_attr->prov_name = strdup(provider);
+    int rc = lib->getinfo(OPAL_BTL_USNIC_FI_VERSION, NULL, NULL, 0, hints, &list);
+    lib->freeinfo(hints);
+    if (0 != rc) {
+        opal_btl_usnic_verbose(5, "fi_getinfo(provider %s, caps 0x%llx): %s", provider, (unsigned long long) caps,
+                               lib->strerror(-rc));
+        return NULL;
+    }
+    return list;
+}
+
+/* Interfaces of |provider|; with FI_SOURCE where it can tell each
+ * datagram's source (the modules then check it), else without */
+static struct fi_info *getinfo_for(const char *provider)
+{
+    struct fi_info *list = getinfo_caps(provider, FI_MSG | FI_SOURCE);
+    if (NULL == list) {
+        list = getinfo_caps(provider, FI_MSG);
+        if (NULL != list) {
+            opal_btl_usnic_verbose(1, "provider %s cannot report datagram sources (FI_SOURCE): senders are "
+                                      "authenticated by their tags only", provider);
+        }
+    }
+    return list;
+}
+
+/* |info| as a device; false for what is not IPv4 (udp returns IPv6
+ * entries whatever the hints say) */
+static bool device_of(const struct fi_info *info, opal_btl_usnic_device_t *dev)
+{
+    const struct sockaddr_in *sin = (const struct sockaddr_in *) info->src_addr;
+    if (NULL == sin || info->src_addrlen < sizeof(*sin) || AF_INET != sin->sin_family) {
+        return false;
+    }
+    const char *domain = NULL != info->domain_attr->name ? info->domain_attr->name : "?";
+    memset(dev, 0, sizeof(*dev));
+    dev->ipv4 = sin->sin_addr.s_addr;
+    snprintf(dev->domain_name, sizeof(dev->domain_name), "%s", domain);
+    if (OPAL_SUCCESS != opal_btl_usnic_ifname_for_ipv4(dev->ipv4, dev->if_name, sizeof(dev->if_name))) {
+        snprintf(dev->if_name, sizeof(dev->if_name), "%s", domain);
+    }
+    snprintf(dev->provider, sizeof(dev->provider), "%s", info->fabric_attr->prov_name);
+    dev->wire_data = info;
+    return true;
+}
+
+static int ofi_discover(const char *provider, opal_btl_usnic_device_list_t *list, char *why, size_t len)
+{
+    memset(list, 0, sizeof(*list));
+    if (0 == strcmp(provider, "usnic") && !usnic_hardware_present()) {
+        opal_btl_usnic_verbose(5, "no usnic_* device in %s: provider usnic not asked for", OPAL_BTL_USNIC_SYSFS_IB);
+        return OPAL_SUCCESS;
+    }
+    if (NULL == (lib = opal_btl_usnic_ofi_lib(why, len))) {
+        return OPAL_ERR_NOT_AVAILABLE;
+    }
+    struct fi_info *infos = getinfo_for(provider);
+    int n = 0;
+    for (const struct fi_info *info = infos; NULL != info; info = info->next) {
+        ++n;
+    }
+    if (0 == n) {
+        return OPAL_SUCCESS;
+    }
+    list->devices = (opal_btl_usnic_device_t *) calloc((size_t) n, sizeof(*list->devices));
+    if (NULL == list->devices) {
+        lib->freeinfo(infos);
+        snprintf(why, len, "out of memory");
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    list->wire_owned = infos;
+    for (const struct fi_info *info = infos; NULL != info; info = info->next) {
+        if (device_of(info, &list->devices[list->count])) {
+            ++list->count;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+static void ofi_release(opal_btl_usnic_device_list_t *list)
+{
+    free(list->devices);
+    if (NULL != list->wire_owned) {
+        lib->freeinfo((struct fi_info *) list->wire_owned);
+    }
+    memset(list, 0, sizeof(*list));
+}
+
+/* ===================== open and close ===================== */
+
+static int ofi_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
+{
+    const struct fi_info *info = (const struct fi_info *) dev->wire_data;
     int rc;
     module->ofi = (opal_btl_usnic_ofi_state_t *) calloc(1, sizeof(*module->ofi));
     if (NULL == module->ofi) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    module->ofi->info = fi_dupinfo(info);
+    module->ofi->info = lib->dupinfo(info);
     if (NULL == module->ofi->info) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
@@ -823,13 +943,16 @@ static void ofi_fini(opal_btl_usnic_module_t *module)
     if (NULL != ofi->fabric) {
         fi_close(&ofi->fabric->fid);
     }
-    fi_freeinfo(ofi->info);
+    lib->freeinfo(ofi->info);
     free(ofi);
     module->ofi = NULL;
 }
 
 const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
     .name = "ofi",
+    .kind = OPAL_BTL_USNIC_WIRE_OFI,
+    .discover = ofi_discover,
+    .release = ofi_release,
     .open = ofi_open,
     .add_peer = ofi_add_peer,
     .del_peer = ofi_del_peer,

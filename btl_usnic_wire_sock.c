@@ -35,6 +35,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -48,7 +50,6 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic.h"
-#include "btl_usnic_ext.h"
 #include "btl_usnic_module_int.h"
 
 #ifndef UDP_SEGMENT
@@ -305,7 +306,7 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
             int err = send_gso(st, ch, k);
             if (0 == err) {
                 OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gso_sends);
-                module->eng.stats.num_gso_segs += k;
+                OPAL_BTL_USNIC_STAT_ADD(&module->eng, num_gso_segs, k);
                 tx_complete(module, ch, k);
                 return 0;
             }
@@ -433,21 +434,15 @@ static void sock_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
 
 /* ===================== receiving ===================== */
 
-static void count_invalid(opal_btl_usnic_module_t *module)
-{
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_total_recvs);
-    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_invalid_recvs);
-}
-
 /* One datagram of a receive, to the engine */
 static void recv_datagram(opal_btl_usnic_module_t *module, sock_channel_t *ch, uint8_t *buf, size_t len,
                           uint64_t src)
 {
     if (OPAL_UNLIKELY(len > ch->mtu)) {
-        count_invalid(module);
-        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
-    } else if (OPAL_LIKELY(opal_btl_usnic_source_ok(module, ch->index, buf, len, src))) {
-        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, buf, len);
+        opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
+    } else {
+        const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = ch->index, .src = src};
+        opal_btl_usnic_recv_segment(&module->eng, &dg);
     }
 }
 
@@ -477,15 +472,15 @@ static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i,
     unsigned n = opal_btl_usnic_gro_split(len, stored, seg, spans, sizeof(spans) / sizeof(spans[0]), &lost);
     if (OPAL_UNLIKELY(0 != lost)) {
         if (0 == n) {
-            count_invalid(module); /* one datagram longer than any we accept */
-            OPAL_BTL_USNIC_STAT_INC(&module->eng, num_drop_oversized);
+            /* one datagram longer than any we accept */
+            opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
         } else {
-            module->eng.stats.num_gro_truncated += lost; /* whole ones of ours, lost: retransmitted */
+            OPAL_BTL_USNIC_STAT_ADD(&module->eng, num_gro_truncated, lost); /* whole ones of ours, lost: retransmitted */
         }
     }
     if (n > 1) {
         OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gro_recvs);
-        module->eng.stats.num_gro_segs += n;
+        OPAL_BTL_USNIC_STAT_ADD(&module->eng, num_gro_segs, n);
     }
     for (unsigned s = 0; s < n; ++s) {
         recv_datagram(module, ch, buf + spans[s].off, spans[s].len, src);
@@ -555,13 +550,10 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         recv_datagram(module, ch, st->fast_buf, (size_t) len, src); /* counts it */
         return false;
     }
-    if (!opal_btl_usnic_source_ok(module, ch->index, st->fast_buf, (size_t) len, src)) {
-        return false; /* counted */
-    }
+    const opal_btl_usnic_datagram_t dg = {.buf = st->fast_buf, .len = (size_t) len, .channel = ch->index, .src = src};
     opal_btl_usnic_endpoint_t *ep = NULL;
     st->fast_in_upcall = true;
-    opal_btl_usnic_fast_t how =
-        opal_btl_usnic_recv_fast(&module->eng, opal_btl_usnic_lookup_sender, st->fast_buf, (size_t) len, &ep);
+    opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&module->eng, &dg, &ep);
     st->fast_in_upcall = false;
     if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
         st->fast_deferred_valid = true;
@@ -569,7 +561,7 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         return true;
     }
     if (OPAL_BTL_USNIC_FAST_DECLINED == how) {
-        opal_btl_usnic_recv_segment(&module->eng, opal_btl_usnic_lookup_sender, st->fast_buf, (size_t) len);
+        opal_btl_usnic_recv_segment(&module->eng, &dg);
     }
     return false;
 }
@@ -722,7 +714,7 @@ static int chan_alloc(sock_channel_t *ch, uint32_t credits)
  * wanted and possible; its port goes into the caps */
 static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool want_gro)
 {
-    opal_btl_usnic_component_t *comp = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *comp = &opal_btl_usnic_globals;
     sock_channel_t *ch = &module->sock->chan[c];
     int err = 0;
     ch->index = c;
@@ -752,7 +744,7 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
  * segment size to 0, "none", is harmless and fails where unknown.) */
 static bool probe_gso(opal_btl_usnic_module_t *module, int fd)
 {
-    if (!mca_btl_usnic_component.sock_gso) {
+    if (!opal_btl_usnic_globals.sock_gso) {
         opal_btl_usnic_verbose(5, "%s: no segmentation offload (btl_usnic_sock_gso false)", module->if_name);
         return false;
     }
@@ -769,7 +761,7 @@ static bool probe_gso(opal_btl_usnic_module_t *module, int fd)
  * parameters */
 static int sock_sizes(opal_btl_usnic_module_t *module)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     sock_state_t *st = module->sock;
     int if_mtu = opal_btl_usnic_if_mtu(module->if_name);
     size_t mtu = opal_btl_usnic_datagram_cap(
@@ -805,7 +797,7 @@ static void sock_caps(opal_btl_usnic_module_t *module)
     caps->prefix = 0;
     caps->needs_mr = false;
     caps->gathers = true; /* sendmsg takes a header and a payload from elsewhere */
-    caps->reports_source = OPAL_BTL_USNIC_PROTECT_NONE != mca_btl_usnic_component.protection;
+    caps->reports_source = OPAL_BTL_USNIC_PROTECT_NONE != opal_btl_usnic_globals.protection;
     caps->inject_size = 0;
     caps->send_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = data_credits(mtu);
     caps->send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = SOCK_PRIO_CREDITS;
@@ -815,9 +807,82 @@ static void sock_caps(opal_btl_usnic_module_t *module)
                                                                                       : batch);
 }
 
-static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info)
+/* An IPv4 address on an interface that is up */
+static int sock_device_wanted(const struct ifaddrs *i)
 {
-    opal_btl_usnic_component_t *c = &mca_btl_usnic_component;
+    return NULL != i->ifa_addr && AF_INET == i->ifa_addr->sa_family && (i->ifa_flags & IFF_UP) ? 1 : 0;
+}
+
+static void sock_device_fill(const struct ifaddrs *i, opal_btl_usnic_device_t *dev)
+{
+    snprintf(dev->if_name, sizeof(dev->if_name), "%s", i->ifa_name);
+    snprintf(dev->domain_name, sizeof(dev->domain_name), "%s", i->ifa_name);
+    snprintf(dev->provider, sizeof(dev->provider), "udp");
+    dev->ipv4 = ((const struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr;
+    dev->netmask = NULL != i->ifa_netmask ? ((const struct sockaddr_in *) i->ifa_netmask)->sin_addr.s_addr
+                                          : htonl(0xffffff00u); /* the /24 other wires assume */
+    dev->wire_data = NULL;
+}
+
+/* ===================== discovery ===================== */
+
+/* The host's IPv4 interfaces that are up: the kernel's UDP is what the
+ * udp provider would have offered on them, without loading libfabric */
+static int sock_discover(const char *provider, opal_btl_usnic_device_list_t *list, char *why, size_t len)
+{
+    memset(list, 0, sizeof(*list));
+    if (0 != strcmp(provider, "udp")) {
+        return OPAL_SUCCESS; /* only udp's datagrams are ours to speak */
+    }
+    struct ifaddrs *ifs = NULL;
+    if (0 != getifaddrs(&ifs)) {
+        snprintf(why, len, "getifaddrs: %s", strerror(errno));
+        return OPAL_ERROR;
+    }
+    int n = 0;
+    for (const struct ifaddrs *i = ifs; NULL != i; i = i->ifa_next) {
+        n += sock_device_wanted(i);
+    }
+    list->devices = (opal_btl_usnic_device_t *) calloc(n > 0 ? (size_t) n : 1, sizeof(*list->devices));
+    if (NULL == list->devices) {
+        freeifaddrs(ifs);
+        snprintf(why, len, "out of memory");
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    for (const struct ifaddrs *i = ifs; NULL != i; i = i->ifa_next) {
+        if (sock_device_wanted(i)) {
+            sock_device_fill(i, &list->devices[list->count++]);
+        }
+    }
+    freeifaddrs(ifs);
+    return OPAL_SUCCESS;
+}
+
+static void sock_release(opal_btl_usnic_device_list_t *list)
+{
+    free(list->devices);
+    memset(list, 0, sizeof(*list));
+}
+
+/* ===================== open and close ===================== */
+
+/* Netmask (found at discovery) and link speed (sysfs, else the
+ * link_speed_default parameter) of the module's interface */
+static void sock_if_facts(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
+{
+    module->netmask = dev->netmask;
+    int speed = opal_btl_usnic_if_speed_mbps(module->if_name);
+    module->link_speed_mbps = speed > 0 ? (uint32_t) speed : (uint32_t) opal_btl_usnic_globals.link_speed_default;
+    char mask[INET_ADDRSTRLEN];
+    struct in_addr a = {.s_addr = module->netmask};
+    opal_btl_usnic_verbose(5, "%s: netmask %s, link %u Mb/s (%s)", module->if_name,
+                           NULL != inet_ntop(AF_INET, &a, mask, sizeof(mask)) ? mask : "?",
+                           (unsigned) module->link_speed_mbps, speed > 0 ? "sysfs" : "link_speed_default");
+}
+
+static int sock_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_device_t *dev)
+{
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     module->sock = (sock_state_t *) calloc(1, sizeof(*module->sock));
     if (NULL == module->sock) {
         return OPAL_ERR_OUT_OF_RESOURCE;
@@ -826,7 +891,7 @@ static int sock_open(opal_btl_usnic_module_t *module, const struct fi_info *info
     for (int ch = 0; ch < OPAL_BTL_USNIC_NUM_CHANNELS; ++ch) {
         st->chan[ch].fd = -1;
     }
-    opal_btl_usnic_ext_refine(module, NULL, info, NULL); /* netmask, link speed, interface name */
+    sock_if_facts(module, dev);
     int rc = sock_sizes(module);
     if (OPAL_SUCCESS != rc) {
         return rc;
@@ -918,6 +983,9 @@ static void sock_mem_unreg(opal_btl_usnic_module_t *module, void *handle)
 
 const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
     .name = "socket",
+    .kind = OPAL_BTL_USNIC_WIRE_SOCKET,
+    .discover = sock_discover,
+    .release = sock_release,
     .open = sock_open,
     .add_peer = sock_add_peer,
     .del_peer = sock_del_peer,

@@ -6,8 +6,9 @@
 # 5.0.x source tree as opal/mca/btl/usnic (it replaces upstream's usnic BTL
 # there).  scripts/intree-build.sh proves both series.
 #
-# libfabric is required (found by Open MPI's OPAL_CHECK_OFI, so --with-ofi
-# and --with-ofi-libdir apply), and so is libsodium (the datagrams' tags
+# libfabric's headers are required (found by Open MPI's OPAL_CHECK_OFI, so
+# --with-ofi applies; the library itself is loaded at run time, and only
+# when the ofi wire is chosen), and so is libsodium (the datagrams' tags
 # and key derivation; Debian: libsodium-dev).  OpenSSL's libcrypto (Debian:
 # libssl-dev) is optional: it tags large datagrams faster.  The Cisco usnic extension header
 # rdma/fi_ext_usnic.h is optional: without it the component runs on any
@@ -23,7 +24,7 @@
 #    ignores the argument) and take the flags from btl_usnic_ofi_* when
 #    they are set, else from opal_ofi_*.  Both series leave opal_ofi_happy.
 #  - The component's own flags are btl_usnic_{CPPFLAGS,LDFLAGS,LIBS}
-#    (libfabric plus libsodium), substituted for Makefile.am; both series'
+#    (libfabric's include path; libsodium, libdl), substituted for Makefile.am; both series'
 #    MCA_PROCESS_COMPONENT also hand btl_usnic_{LDFLAGS,LIBS} to the
 #    wrapper compilers when the component is built static.
 #  - libopen-pal's libtool library: 4.1 substitutes OPAL_LIB_PREFIX
@@ -81,13 +82,16 @@ AC_DEFUN([MCA_opal_btl_usnic_CONFIG],[
                   AS_IF([test "$with_ofi" = "no"],
                         [btl_usnic_why="libfabric disabled by --without-ofi"],
                         [btl_usnic_why="libfabric not found; install its development files (Debian: libfabric-dev) or see --with-ofi"])],
-                 [AS_IF([test "${btl_usnic_ofi_LIBS+set}" = "set"],
-                        [btl_usnic_CPPFLAGS=$btl_usnic_ofi_CPPFLAGS
-                         btl_usnic_LDFLAGS=$btl_usnic_ofi_LDFLAGS
-                         btl_usnic_LIBS=$btl_usnic_ofi_LIBS],
-                        [btl_usnic_CPPFLAGS=$opal_ofi_CPPFLAGS
-                         btl_usnic_LDFLAGS=$opal_ofi_LDFLAGS
-                         btl_usnic_LIBS=$opal_ofi_LIBS])])])
+                 [AS_IF([test "${btl_usnic_ofi_CPPFLAGS+set}" = "set"],
+                        [btl_usnic_CPPFLAGS=$btl_usnic_ofi_CPPFLAGS],
+                        [btl_usnic_CPPFLAGS=$opal_ofi_CPPFLAGS])])])
+    # libfabric's headers only: the ofi wire loads the library when it is
+    # first asked for devices (btl_usnic_ofi_lib.h), so jobs on the socket
+    # wire never pay its load; dlopen is in libdl on older C libraries.
+    AS_IF([test "$btl_usnic_happy" = "yes"],
+          [AC_SEARCH_LIBS([dlopen], [dl],
+                          [AS_IF([test "$ac_cv_search_dlopen" != "none required"],
+                                 [btl_usnic_LIBS="$btl_usnic_LIBS $ac_cv_search_dlopen"])])])
 
     # FI_VERSION(1,5): FI_CONTEXT2, fabric names in CIDR form.
     AS_IF([test "$btl_usnic_happy" = "yes"],

@@ -13,8 +13,9 @@
 #   mmsg       neither
 #   ofi        the libfabric wire (one sendto per datagram)
 #
-# Each run is bracketed by bench/cacheline (the VM's cross-core state:
-# ~60 ns fast, ~350 ns slow, split at SLOW_NS); a configuration is
+# Each run is bracketed by vm_state (bench/lib.sh: the VM's cross-core
+# state, the median of three bench/cacheline probes: ~60 ns fast, ~350 ns
+# slow, split at SLOW_NS); a configuration is
 # compared with gso+gro of the same repetition only when both runs saw one
 # state, and the table gives the median of those paired ratios.
 #
@@ -24,10 +25,11 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, vm_state, state_letter, transport_args
 BUILD_DIR="$BENCH_DIR/build"
 REPS=${REPS:-5}
 BUDGET=${BUDGET:-0.5}
-SLOW_NS=${SLOW_NS:-150}
 RUN_TIMEOUT=${RUN_TIMEOUT:-180}
 CONFIGS=(gso+gro mmsg+gro gso mmsg ofi)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -35,25 +37,18 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 die() { echo "fallback-cost: $*" >&2; exit 1; }
 
 mkdir -p "$BUILD_DIR/fallback-logs" || die "cannot create $BUILD_DIR"
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" || die "compiling perf.c failed"
-cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cacheline.c" || die "compiling cacheline.c failed"
+bench_build perf cacheline || die "building perf.c and cacheline.c failed"
 
-config_args() {
-    local base="--mca btl_usnic_max_datagram 1472"
-    case $1 in
-        gso+gro) echo "$base --mca btl_usnic_wire socket" ;;
-        mmsg+gro) echo "$base --mca btl_usnic_wire socket --mca btl_usnic_sock_gso 0" ;;
-        gso) echo "$base --mca btl_usnic_wire socket --mca btl_usnic_sock_gro 0" ;;
-        mmsg) echo "$base --mca btl_usnic_wire socket --mca btl_usnic_sock_gso 0 --mca btl_usnic_sock_gro 0" ;;
-        ofi) echo "--mca btl_usnic_wire ofi" ;;
-    esac
-}
+# The configurations as transport_args (bench/lib.sh) names them; every
+# run prints its final statistics (btl_usnic_stats), no verbose lines.
+declare -A TRANSPORT=([gso+gro]=usnic_gso [mmsg+gro]=usnic_mmsg [gso]=usnic_gso_nogro
+                      [mmsg]=usnic_mmsg_nogro [ofi]=usnic_ofi)
+TA_USNIC=(--mca btl_usnic_stats 3600)
 
-state() { # f or s from one cacheline probe
-    local ns
-    ns=$("$BUILD_DIR/cacheline" 2>/dev/null | sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p')
-    [[ -n "$ns" ]] || { echo "?"; return; }
-    if [[ $ns -lt $SLOW_NS ]]; then echo f; else echo s; fi
+state() { # f, s or ? (unknown) from vm_state
+    local st
+    read -r st _ < <(vm_state)
+    state_letter "$st"
 }
 
 BIND="--bind-to core --map-by core"
@@ -68,10 +63,10 @@ for ((rep = 1; rep <= REPS; ++rep)); do
         c=${CONFIGS[$(((k + rep - 1) % ${#CONFIGS[@]}))]}
         log="$BUILD_DIR/fallback-logs/$c-$rep.log"
         before=$(state)
-        # shellcheck disable=SC2046,SC2086
-        timeout "$RUN_TIMEOUT" mpirun --allow-run-as-root -np 2 $BIND --mca pml ob1 --mca btl usnic,self \
-            --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 $(config_args "$c") \
-            "$BUILD_DIR/perf" --budget "$BUDGET" --only lat,bw,rate >"$log" 2>&1
+        transport_args "${TRANSPORT[$c]}"
+        # shellcheck disable=SC2086
+        timeout "$RUN_TIMEOUT" mpirun --allow-run-as-root -np 2 $BIND "${TARGS[@]}" \
+            "$BENCH_BIN/perf" --budget "$BUDGET" --only lat,bw,rate >"$log" 2>&1
         rc=$?
         after=$(state)
         st=$([[ "$before" == "$after" ]] && echo "$before" || echo m)

@@ -55,9 +55,11 @@ set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/.." && pwd)
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, vm_state, others_start/_end, udp_rcvbuf_errors, field, transport_args
 BUILD_DIR="$BENCH_DIR/build"
 LOG_DIR="$BUILD_DIR/logs"
-BINARY="$BUILD_DIR/goodput"
+BINARY="$BENCH_BIN/goodput"
 
 LOSS_RATES=${LOSS_RATES:-"0 1 5 20"}
 DURATION=${DURATION:-3}
@@ -71,7 +73,6 @@ FOREIGN_PCT=${FOREIGN_PCT:-10}
 DROP_DISTURBED=${DROP_DISTURBED:-1}
 TCP_PORT_RANGE=32
 TCP_PORT_MAX=$((TCP_PORT_MIN + TCP_PORT_RANGE - 1))
-RXD_PROVIDER="udp;ofi_rxd"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -114,34 +115,14 @@ START=$SECONDS
 mkdir -p "$BUILD_DIR" "$LOG_DIR" || die "cannot create $BUILD_DIR"
 rm -f "$LOG_DIR"/*.log
 echo "building bench/build/goodput (mpicc -O2 -Wall -Wextra -Werror)"
-mpicc -O2 -Wall -Wextra -Werror -o "$BINARY" "$BENCH_DIR/goodput.c" ||
-    die "compiling bench/goodput.c failed"
-cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cacheline.c" ||
-    die "compiling bench/cacheline.c failed"
+bench_build goodput cacheline || die "building bench/goodput.c and bench/cacheline.c failed"
 
-# The VM's cross-core state (bench/cacheline.c, as in bench/perf.sh): "fast
-# NS" or "slow NS" (a cache line's round trip between the two CPUs, ns;
-# above SLOW_NS = slow), probed before and after each cell.  Loopback
-# throughput moves 2-3x with it, so a share of "its own 0%" or a ratio to
-# tcploss compares like with like only when both cells saw one state.
-SLOW_NS=${SLOW_NS:-150}
-vm_state() {
-    # the median of 3 probes (each ~10 ms): one probe that a preemption
-    # lengthened does not flip the state
-    local ns
-    ns=$(for _ in 1 2 3; do "$BUILD_DIR/cacheline" --cpus 0,1 2>/dev/null; done |
-        sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-    if [[ -z $ns ]]; then echo "unknown -"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow $ns"; else echo "fast $ns"; fi
-}
-# Busy ticks of all CPUs, and CHILD_CPU = this shell's finished children's
-# CPU seconds (as bench/perf.sh; "times" must run in this shell, not in a
-# $(...) subshell): what other processes used during a cell
-busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9 }' /proc/stat; }
-children_cpu() {
-    times >"$BUILD_DIR/.times-loss"
-    CHILD_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' \
-        "$BUILD_DIR/.times-loss")
-}
+# The VM's cross-core state (vm_state, bench/lib.sh): "fast NS" or "slow
+# NS" (a cache line's round trip between the two CPUs, ns; above SLOW_NS =
+# slow), probed before and after each cell.  Loopback throughput moves 2-3x
+# with it, so a share of "its own 0%" or a ratio to tcploss compares like
+# with like only when both cells saw one state.  others_start/others_end:
+# what other processes used during a cell.
 
 # ---------------------------------------------------------------------------
 # Namespace and mpirun
@@ -150,19 +131,8 @@ children_cpu() {
 netns_create || die "cannot create a network namespace with nftables (need root, iproute2, nftables)"
 echo "network namespace $NETNS (loopback only)"
 
-USNIC_LO="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600"
-transport_args() {
-    case $1 in
-        usnic)     echo "$USNIC_LO" ;;
-        usnic_gso) echo "$USNIC_LO --mca btl_usnic_wire socket --mca btl_usnic_max_datagram 1472" ;;
-        usnic_ofi) echo "$USNIC_LO --mca btl_usnic_wire ofi" ;;
-        rxd)     echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
-                      "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
-        tcp)     echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
-        tcploss) echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" \
-                      "--mca btl_tcp_port_min_v4 $TCP_PORT_MIN --mca btl_tcp_port_range_v4 $TCP_PORT_RANGE" ;;
-    esac
-}
+# transport_args (bench/lib.sh): usnic, usnic_gso, usnic_ofi, rxd, tcp and
+# tcploss (on TCP_PORT_MIN.., TCP_PORT_RANGE ports) on lo
 
 # mpirun for 2 ranks inside the namespace, killed after CELL_TIMEOUT s
 # (SIGTERM, then SIGKILL 10 s later).
@@ -187,14 +157,7 @@ echo "binding: $BIND"
 declare -A GOODPUT RESENDS DROPS RCVBUF NOTE WIRE VMSTATE OTHERS
 
 # Datagrams the namespace's kernel dropped because a UDP socket's receive
-# buffer was full (not the nft rule): Udp RcvbufErrors of /proc/net/snmp.
-udp_rcvbuf_errors() {
-    # shellcheck disable=SC2016  # an awk program
-    netns_exec awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
-                              else for (i = 1; i <= NF; i++) if (n[i] == "RcvbufErrors") print $i }' /proc/net/snmp
-}
-
-field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
+# buffer was full (not the nft rule): udp_rcvbuf_errors netns_exec.
 
 # wire_check TRANSPORT LOG: the wire both ranks opened on lo (verbose
 # lines), the socket wire's datagram size and segmentation offload sends
@@ -239,24 +202,21 @@ run_cell() {
         return
     fi
 
-    local st0 ns0 st1 ns1 b0 b1 c0 c1 w0 w1
+    local st0 ns0 st1 ns1
     read -r st0 ns0 < <(vm_state)
-    rcvbuf0=$(udp_rcvbuf_errors)
-    b0=$(busy_ticks); children_cpu; c0=$CHILD_CPU; w0=$EPOCHREALTIME
-    # shellcheck disable=SC2046
-    mpirun_ns $(transport_args "$t") "$BINARY" --label "$t-$rate" \
+    rcvbuf0=$(udp_rcvbuf_errors netns_exec)
+    transport_args "$t"
+    others_start
+    mpirun_ns "${TARGS[@]}" "$BINARY" --label "$t-$rate" \
         --size "$SIZE" --window "$WINDOW" --duration "$DURATION" --warmup "$WARMUP" \
         >"$log" 2>&1
     rc=$?
-    w1=$EPOCHREALTIME; b1=$(busy_ticks); children_cpu; c1=$CHILD_CPU
+    others_end
     read -r st1 ns1 < <(vm_state)
     VMSTATE[$key]=$st0
     [[ $st0 == "$st1" ]] || VMSTATE[$key]=mixed
-    OTHERS[$key]=$(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" -v t0="$w0" -v t1="$w1" \
-        -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" 'BEGIN {
-            w = t1 - t0; f = (b1 - b0) / hz - (c1 - c0); if (f < 0) f = 0
-            printf "%.0f", (w > 0 ? 100 * f / (n * w) : 0) }')
-    rcvbuf1=$(udp_rcvbuf_errors)
+    OTHERS[$key]=$OTHERS_PCT
+    rcvbuf1=$(udp_rcvbuf_errors netns_exec)
     RCVBUF[$key]=$(( ${rcvbuf1:-0} - ${rcvbuf0:-0} ))
 
     if [[ $t == tcploss ]]; then

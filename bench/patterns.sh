@@ -46,7 +46,7 @@
 # ones.  Per repetition the groups come in a shuffled order and, within a
 # group, the transports in a shuffled order (seeded by SEED: one run is
 # reproducible), so the cells a ratio pairs are next to each other in time.
-# Around every cell bench/lib-state.sh probes the VM's cross-core state
+# Around every cell bench/lib.sh probes the VM's cross-core state
 # (the median of three bench/cacheline.c probes; fast ~60 ns, slow
 # ~350 ns, SLOW_NS=150 splits them) and measures the share of the CPUs
 # other processes used (FOREIGN_PCT, 10%: above it the cell is disturbed).
@@ -96,14 +96,12 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
-# shellcheck source=../test/lib.sh
-. "$REPO_DIR/test/lib.sh"   # OOB_LO, OVERSUBSCRIBE, series_dir, USNIC_OMPI
-# shellcheck source=lib-state.sh
-. "$BENCH_DIR/lib-state.sh"  # state_init, vm_state, state_letter, others_start/_end
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"  # REPO_DIR, test/lib.sh (OOB_LO, OVERSUBSCRIBE, series_dir, USNIC_OMPI), bench_build,
+                       # vm_state, state_letter, others_start/_end, transport_args
 BUILD_DIR=$(series_dir "$BENCH_DIR/build")
 LOG_DIR="$BUILD_DIR/patterns-logs"
-BIN="$BUILD_DIR/patterns"
+BIN="$BENCH_BIN/patterns"
 RUNS_CSV="$BUILD_DIR/patterns-runs.csv"
 
 REPS=${REPS:-3}
@@ -164,8 +162,7 @@ fi
 START=$SECONDS
 mkdir -p "$BUILD_DIR" "$LOG_DIR" || die "cannot create $LOG_DIR"
 rm -f "$LOG_DIR"/*.log
-mpicc -O2 -Wall -Wextra -Werror -o "$BIN" "$BENCH_DIR/patterns.c" || die "compiling bench/patterns.c failed"
-state_init "$BUILD_DIR" || die "compiling bench/cacheline.c failed"
+bench_build patterns cacheline || die "building bench/patterns.c and bench/cacheline.c failed"
 
 # ---------------------------------------------------------------------------
 # Patterns and groups (from the program's own list)
@@ -227,25 +224,8 @@ fi
 # Transports
 # ---------------------------------------------------------------------------
 
-USNIC_ARGS=(--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo
-            --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600)
-# transport_args T: TARGS = the mpirun options of T, TENV = its environment
-transport_args() {
-    TENV=()
-    case $1 in
-        usnic) TARGS=("${USNIC_ARGS[@]}") ;;
-        usnic_ofi) TARGS=("${USNIC_ARGS[@]}" --mca btl_usnic_wire ofi) ;;
-        usnic_base) TARGS=("${USNIC_ARGS[@]}"); TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
-        usnic_ofi_base) TARGS=("${USNIC_ARGS[@]}" --mca btl_usnic_wire ofi)
-                        TENV=(OMPI_MCA_mca_base_component_path="$BASE_DIR") ;;
-        tcp) TARGS=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo) ;;
-        ucx) TARGS=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
-                    -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=lo --mca pml_base_verbose 10) ;;
-        # Debian's openmpi-mca-params.conf says "mtl = ^ofi": naming it overrides that
-        ofi_rxm) TARGS=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "tcp;ofi_rxm"
-                        --mca mtl_ofi_verbose 1 --mca pml_base_verbose 10) ;;
-    esac
-}
+# transport_args T (bench/lib.sh): TARGS = the mpirun options of T, TENV =
+# its environment (usnic_base, usnic_ofi_base: the plugin in BASE_DIR)
 
 # launch NP LOG PATTERNS...: one job of the program for transport $T
 launch() {

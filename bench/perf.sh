@@ -106,9 +106,9 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
-# shellcheck source=../test/lib.sh
-. "$BENCH_DIR/../test/lib.sh"   # USNIC_OMPI, OMPI_SERIES, SHM_BTL, OOB_LO, series_dir
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # REPO_DIR, test/lib.sh (USNIC_OMPI, SHM_BTL, OOB_LO, series_dir), bench_build,
+                        # vm_state, measured, field, udp_rcvbuf_errors, transport_args, CPU_A/CPU_B
 BUILD_DIR=$(series_dir "$BENCH_DIR/build")
 LOG_DIR="$BUILD_DIR/perf-logs"
 
@@ -138,13 +138,10 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 # Neighbours in this list run next to each other (the rotation keeps them
 # adjacent): the pairs compared within one VM state are close in time.
 TRANSPORTS=${TRANSPORTS:-"usnic_header usnic_none usnic tcp usnic_gso usnic_ofi rxd vader udp fipp dgcheck dgcheck_nomr"}
-SLOW_NS=${SLOW_NS:-150}   # cache-line round trip above which the VM is in its slow state
-RXD_PROVIDER="udp;ofi_rxd"
 RUNS_CSV="$BUILD_DIR/perf-runs.csv"
 SUMMARY_CSV="$BUILD_DIR/perf.csv"
 PLOT="$BUILD_DIR/perf.png"
 NCPU=$(nproc)
-CLK_TCK=$(getconf CLK_TCK)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -179,17 +176,9 @@ START=$SECONDS
 mkdir -p "$BUILD_DIR" "$LOG_DIR" || die "cannot create $LOG_DIR"
 rm -f "$LOG_DIR"/*.log
 echo "building ${BUILD_DIR#$REPO_DIR/}/perf and udp_raw"
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" ||
-    die "compiling bench/perf.c failed"
-cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/udp_raw" "$BENCH_DIR/udp_raw.c" ||
-    die "compiling bench/udp_raw.c failed"
-cc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/stalls" "$BENCH_DIR/stalls.c" ||
-    die "compiling bench/stalls.c failed"
-cc -O2 -Wall -Wextra -Werror -pthread -o "$BUILD_DIR/cacheline" "$BENCH_DIR/cacheline.c" ||
-    die "compiling bench/cacheline.c failed"
+bench_build perf udp_raw stalls cacheline || die "building the helper programs failed"
 HAVE_FIPP=1
 command -v fi_pingpong >/dev/null || HAVE_FIPP=0
-DGCHECK_DIR="$REPO_DIR/test/provider/build"
 if has dgcheck || has dgcheck_nomr; then
     make -C "$REPO_DIR/test/provider" >"$LOG_DIR/dgcheck-build.log" 2>&1 ||
         die "building the dgcheck test provider failed (see ${LOG_DIR#$REPO_DIR/}/dgcheck-build.log)"
@@ -203,33 +192,12 @@ if [[ -z ${BIND:-} ]]; then
     BIND="--bind-to core --map-by core"
     mpirun_2 true >"$LOG_DIR/binding.log" 2>&1 || BIND="--bind-to none"
 fi
-# The non-MPI programs are pinned the same way: one side per core.
-CPU_A=0 CPU_B=1
-[[ $NCPU -ge 2 ]] || CPU_B=0
-
-# Every usnic run (not dgcheck) logs its wire and final counters: the
-# verbose lines come at MPI_Init only, the counters print at finalize.
-USNIC_LO="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600"
-transport_args() {
-    case $1 in
-        usnic) echo "$USNIC_LO --mca btl_usnic_protection full" ;;
-        usnic_gso) echo "$USNIC_LO --mca btl_usnic_protection full --mca btl_usnic_wire socket --mca btl_usnic_max_datagram 1472" ;;
-        usnic_ofi) echo "$USNIC_LO --mca btl_usnic_protection full --mca btl_usnic_wire ofi" ;;
-        usnic_header|usnic_none)
-               echo "$USNIC_LO --mca btl_usnic_protection ${1#usnic_}" ;;
-        tcp)   echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo" ;;
-        # Debian's openmpi-mca-params.conf says "mtl = ^ofi": naming the
-        # MTL here overrides it.  The verbose options print the lines that
-        # prove the path (checked after the run).
-        rxd)   echo "--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include $RXD_PROVIDER" \
-                    "--mca mtl_ofi_verbose 1 --mca pml_base_verbose 10" ;;
-        vader) echo "--mca pml ob1 --mca btl $SHM_BTL,self" ;;
-        dgcheck|dgcheck_nomr)
-               echo "--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo" \
-                    "--mca btl_usnic_provider_include dgcheck -x FI_PROVIDER_PATH=$DGCHECK_DIR" \
-                    "-x DGCHECK_ENFORCE_MR=$([[ $1 == dgcheck ]] && echo 1 || echo 0)" ;;
-    esac
-}
+# The non-MPI programs are pinned the same way: one side per core
+# (CPU_A, CPU_B).  Every usnic run (not dgcheck) logs its wire and final
+# counters (transport_args' default TA_USNIC): the verbose lines come at
+# MPI_Init only, the counters print at finalize.  The usnic runs but
+# usnic_header and usnic_none name their protection.
+TA_PROTECTION=full
 
 # The wire each usnic transport was seen on (from its runs' verbose
 # lines): transport -> "socket 65000 B" etc.
@@ -257,47 +225,11 @@ title() {
 # Noise accounting
 # ---------------------------------------------------------------------------
 
-# Busy ticks of all CPUs: user + nice + system + steal (irq/softirq left
-# out: with IRQ time accounting they are charged to no task, ours included).
-busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9 }' /proc/stat; }
-
-# CHILD_CPU = CPU seconds of this shell's finished children.  Bash's
-# "times" builtin must run in this shell: in a $(...) subshell it would
-# see the subshell's children only.
-children_cpu() {
-    times >"$BUILD_DIR/.times"
-    CHILD_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' \
-        "$BUILD_DIR/.times")
-}
-
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
-
-# Datagrams the kernel dropped for a full UDP socket receive buffer
-# (Udp RcvbufErrors, /proc/net/snmp): real loss on loopback, as opposed to
-# a spurious retransmission timeout.
-udp_rcvbuf_errors() {
-    # shellcheck disable=SC2016  # an awk program
-    awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
-                   else for (i = 1; i <= NF; i++) if (n[i] == "RcvbufErrors") print $i }' /proc/net/snmp
-}
-
-# measured LOG CMD...: runs CMD with its output in LOG; sets RC, WALL,
-# FOREIGN (percent of all CPUs used by others), LOAD0, LOAD1, UDPDROPS.
-measured() {
-    local log=$1 b0 b1 c0 c1 t0 t1 d0 d1
-    shift
-    LOAD0=$(loadavg); d0=$(udp_rcvbuf_errors); b0=$(busy_ticks); children_cpu; c0=$CHILD_CPU
-    t0=$EPOCHREALTIME
-    "$@" >"$log" 2>&1
-    RC=$?
-    t1=$EPOCHREALTIME; b1=$(busy_ticks); children_cpu; c1=$CHILD_CPU; LOAD1=$(loadavg)
-    d1=$(udp_rcvbuf_errors)
-    UDPDROPS=$(( ${d1:-0} - ${d0:-0} ))
-    read -r WALL FOREIGN < <(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" \
-        -v t0="$t0" -v t1="$t1" -v hz="$CLK_TCK" -v n="$NCPU" 'BEGIN {
-            w = t1 - t0; f = (b1 - b0) / hz - (c1 - c0); if (f < 0) f = 0
-            printf "%.1f %.0f\n", w, (w > 0 ? 100 * f / (n * w) : 0) }')
-}
+# measured LOG CMD... (bench/lib.sh) runs CMD with its output in LOG and
+# sets RC, WALL, FOREIGN (percent of all CPUs used by others), LOAD0,
+# LOAD1 and UDPDROPS (datagrams the kernel dropped for a full UDP socket
+# receive buffer: real loss on loopback, as opposed to a spurious
+# retransmission timeout).
 
 # ---------------------------------------------------------------------------
 # Runs
@@ -306,8 +238,6 @@ measured() {
 declare -A STATUS   # transport,rep -> ok | fail ... (words)
 DISTURBED=()        # "transport rep others%"
 FAILED=0
-
-field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
 
 # Rows of the current run (rep,transport,metric,size,value); run_one adds
 # the run's "disturbed" flag and appends them to perf-runs.csv.
@@ -360,8 +290,8 @@ wire_check() {
 
 run_mpi() {
     local t=$1 rep=$2 log="$LOG_DIR/$1-$2.log" line status note="" sends
-    # shellcheck disable=SC2046
-    measured "$log" mpirun_2 $(transport_args "$t") "$BUILD_DIR/perf" --label "$t" --budget "$BUDGET"
+    transport_args "$t"
+    measured "$log" mpirun_2 "${TARGS[@]}" "$BENCH_BIN/perf" --label "$t" --budget "$BUDGET"
     line=$(grep -m1 '^PERF_RUN ' "$log")
     status=$(field status "$line")
     if [[ $RC -eq 124 || $RC -eq 137 ]]; then
@@ -423,28 +353,28 @@ run_mpi() {
 udp_cells() {
     local s
     for s in 0 8 1024 1472; do
-        taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" pingpong --size "$s" \
+        taskset -c "$CPU_A,$CPU_B" "$BENCH_BIN/udp_raw" pingpong --size "$s" \
             --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
     done
     # 16 KiB the way the udp provider must carry it: 12 datagrams (of at
     # most 1472 bytes) each way, answered once all have arrived
-    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" pingpong --size 1366 --burst 12 \
+    taskset -c "$CPU_A,$CPU_B" "$BENCH_BIN/udp_raw" pingpong --size 1366 --burst 12 \
         --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
-    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" stream --size 1472 \
+    taskset -c "$CPU_A,$CPU_B" "$BENCH_BIN/udp_raw" stream --size 1472 \
         --seconds "$STREAM_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
     # The same with segmentation offload (UDP_SEGMENT) on the sending side
     # and UDP_GRO on the receiving one: 16 KiB as one send of 12 segments
     # each way; a stream of 44 x 1472 B per send.  Where the kernel
     # refuses, udp_raw prints "status=unavailable -- not available: ...".
-    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" gso-pingpong --size 16384 --seg 1472 \
+    taskset -c "$CPU_A,$CPU_B" "$BENCH_BIN/udp_raw" gso-pingpong --size 16384 --seg 1472 \
         --seconds "$RAW_SECONDS" --cpus "$CPU_A,$CPU_B" || return 1
-    taskset -c "$CPU_A,$CPU_B" "$BUILD_DIR/udp_raw" gso-stream --size 1472 --batch 44 \
+    taskset -c "$CPU_A,$CPU_B" "$BENCH_BIN/udp_raw" gso-stream --size 1472 --batch 44 \
         --seconds "$STREAM_SECONDS" --cpus "$CPU_A,$CPU_B"
 }
 
 run_udp() {
     local rep=$1 log="$LOG_DIR/udp-$1.log"
-    measured "$log" timeout -k 5 "$RUN_TIMEOUT" bash -c "$(declare -f udp_cells); BUILD_DIR='$BUILD_DIR' CPU_A=$CPU_A CPU_B=$CPU_B RAW_SECONDS=$RAW_SECONDS STREAM_SECONDS=$STREAM_SECONDS udp_cells"
+    measured "$log" timeout -k 5 "$RUN_TIMEOUT" bash -c "$(declare -f udp_cells); BENCH_BIN='$BENCH_BIN' CPU_A=$CPU_A CPU_B=$CPU_B RAW_SECONDS=$RAW_SECONDS STREAM_SECONDS=$STREAM_SECONDS udp_cells"
     RUN_EXTRA=""
     if [[ $RC -ne 0 ]] || [[ $(grep -c '^RAW ' "$log") -ne 8 ]]; then
         STATUS[udp,$rep]="fail (exit $RC)"
@@ -517,17 +447,8 @@ run_fipp() {
     STATUS[fipp,$rep]=ok
 }
 
-# The VM's cross-core state now: "fast NS" or "slow NS" (NS: the cache
-# line's round trip in ns, bench/cacheline.c), "unknown -"
-vm_state() {
-    # the median of 3 probes (each ~10 ms): one probe that a preemption
-    # lengthened does not flip the state
-    local ns
-    ns=$(for _ in 1 2 3; do "$BUILD_DIR/cacheline" --cpus "$CPU_A,$CPU_B" 2>/dev/null; done |
-        sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-    if [[ -z $ns ]]; then echo "unknown -"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow $ns"; else echo "fast $ns"; fi
-}
-
+# vm_state (bench/lib.sh): "fast NS", "slow NS" (NS: the cache line's
+# round trip in ns, bench/cacheline.c) or "unknown -"
 declare -A VMSTATE  # transport,rep -> fast | slow | mixed (the probes before and after differed)
 declare -A DISTURB  # transport,rep -> 1 if other processes used more than FOREIGN_PCT of the CPUs
 
@@ -567,7 +488,7 @@ echo "perf: Open MPI $(ompi_info --parsable | sed -n 's/^ompi:version:full://p')
 echo "      load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 # How long this host takes a polling process off its CPU: a peer stalled
 # longer than the retransmit timeout makes a lossless path retransmit.
-STALLS=$("$BUILD_DIR/stalls" --seconds "$STALL_SECONDS" --cpus "$CPU_A,$CPU_B" 2>&1 |
+STALLS=$("$BENCH_BIN/stalls" --seconds "$STALL_SECONDS" --cpus "$CPU_A,$CPU_B" 2>&1 |
     awk '$1 == "STALLS" { for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
                           printf "%scpu%s: %s gaps > 0.1 ms, %s > 0.5 ms, %s > 2 ms, longest %s us",
                                  sep, f["cpu"], f["over100us"], f["over500us"], f["over2ms"], f["max_us"]; sep = "; " }')

@@ -28,6 +28,8 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, transport_args
 BUILD_DIR="$BENCH_DIR/build"
 OUT="$BUILD_DIR/profile"
 PROFILE_CASES=${PROFILE_CASES:-"bw:1048576 lat:8"}
@@ -44,9 +46,11 @@ for cmd in perf mpicc mpirun; do
 done
 ompi_info 2>/dev/null | grep -q 'MCA btl: usnic' || die "Open MPI lists no usnic BTL; install it first"
 mkdir -p "$OUT" || die "cannot create $OUT"
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/perf" "$BENCH_DIR/perf.c" || die "compiling bench/perf.c failed"
+bench_build perf || die "compiling bench/perf.c failed"
 
-USNIC="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include lo ${PROFILE_USNIC_EXTRA:-}"
+TA_USNIC=()   # transport_args usnic: no verbose lines, no statistics
+transport_args usnic
+USNIC="${TARGS[*]} ${PROFILE_USNIC_EXTRA:-}"
 
 # report DATA: the summary of one rank's samples.
 report() {
@@ -84,7 +88,7 @@ echo "profile: the usnic BTL, 2 ranks bound to cores, perf record -g (cpu-clock,
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for c in $PROFILE_CASES; do
     metric=${c%%:*} size=${c#*:}
-    prog="$BUILD_DIR/perf --only $metric --size $size --seconds $PROFILE_SECONDS --label profile-$metric-$size"
+    prog="$BENCH_BIN/perf --only $metric --size $size --seconds $PROFILE_SECONDS --label profile-$metric-$size"
     rec="perf record -q -e cpu-clock -F $PROFILE_FREQ -g"
     echo
     echo "== $metric $size bytes"

@@ -14,13 +14,16 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"   # bench_build, transport_args
 BUILD=$HERE/build
 REPS=${REPS:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 mkdir -p "$BUILD"
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/usnic_demo" "$ROOT/demo/usnic_demo.c" || exit 1
+bench_build usnic_demo || exit 1
+TA_USNIC=()   # transport_args usnic: no verbose lines, no statistics
+transport_args usnic
 csv=$BUILD/put-vs-send.csv
 : >"$csv"
 
@@ -29,9 +32,8 @@ declare -A PUTS=([put]=0 [send]=0)
 
 run_one() { # label rep
     local label=$1 rep=$2 out
-    out=$(timeout 300 mpirun -np 2 --bind-to core --mca pml ob1 --mca btl usnic,self \
-        --mca btl_usnic_if_include lo --mca btl_usnic_flags "${FLAGS[$label]}" \
-        "$BUILD/usnic_demo" --label "$label" --csv "$csv" 2>&1)
+    out=$(timeout 300 mpirun -np 2 --bind-to core "${TARGS[@]}" --mca btl_usnic_flags "${FLAGS[$label]}" \
+        "$BENCH_BIN/usnic_demo" --label "$label" --csv "$csv" 2>&1)
     local rc=$?
     if [[ $rc -ne 0 ]]; then
         echo "run $rep ($label) failed (exit $rc):"

@@ -26,6 +26,8 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, transport_args
 BUILD_DIR="$BENCH_DIR/build"
 LOG_DIR="$BUILD_DIR/scale-logs"
 CSV="$BUILD_DIR/scale.csv"
@@ -56,15 +58,8 @@ fi
 START=$SECONDS
 mkdir -p "$LOG_DIR" || die "cannot create $LOG_DIR"
 rm -f "$LOG_DIR"/*.log
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/scale" "$BENCH_DIR/scale.c" ||
-    die "compiling bench/scale.c failed"
-
-transport_args() {
-    case $1 in
-        usnic) echo "--mca btl usnic,self --mca btl_usnic_if_include lo" ;;
-        tcp)   echo "--mca btl tcp,self --mca btl_tcp_if_include lo" ;;
-    esac
-}
+bench_build scale || die "compiling bench/scale.c failed"
+TA_USNIC=()   # transport_args usnic: no verbose lines, no statistics
 
 echo "scale: ranks {$SCALE_RANKS} x {$SCALE_TRANSPORTS}, $SCALE_REPS run(s) each, interleaved;" \
     "all-to-all of $SCALE_BYTES B per peer; $(nproc) CPUs, --oversubscribe --bind-to none"
@@ -76,10 +71,10 @@ for rep in $(seq 1 "$SCALE_REPS"); do
             log="$LOG_DIR/$t-$n-$rep.log"
             t0=$EPOCHREALTIME
             load=$(cut -d' ' -f1 /proc/loadavg)
-            # shellcheck disable=SC2046
+            transport_args "$t"
             timeout -k 10 "$RUN_TIMEOUT" mpirun -np "$n" --oversubscribe --bind-to none \
-                --mca oob_tcp_if_include lo --mca pml ob1 $(transport_args "$t") \
-                "$BUILD_DIR/scale" --bytes "$SCALE_BYTES" >"$log" 2>&1
+                --mca oob_tcp_if_include lo "${TARGS[@]}" \
+                "$BENCH_BIN/scale" --bytes "$SCALE_BYTES" >"$log" 2>&1
             rc=$?
             wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
             got=$(grep -c '^SCALE rank=' "$log")

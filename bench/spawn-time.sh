@@ -16,6 +16,8 @@
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, transport_args
 BUILD_DIR="$BENCH_DIR/build"
 LOG_DIR="$BUILD_DIR/spawn-logs"
 RUNS=${SPAWN_RUNS:-3}
@@ -23,16 +25,15 @@ CYCLES=${SPAWN_CYCLES:-8}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 mkdir -p "$LOG_DIR" || exit 2
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/spawn_time" "$BENCH_DIR/spawn_time.c" || exit 2
-
-declare -A BTL=([usnic]="usnic,self --mca btl_usnic_if_include lo" [tcp]="tcp,self --mca btl_tcp_if_include lo")
+bench_build spawn_time || exit 2
+TA_USNIC=()   # transport_args usnic: no verbose lines, no statistics
 rc=0
 for run in $(seq 1 "$RUNS"); do
     for t in usnic tcp; do
         log="$LOG_DIR/$t-$run.log"
-        # shellcheck disable=SC2086
-        if ! timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 --mca pml ob1 \
-                --mca btl ${BTL[$t]} "$BUILD_DIR/spawn_time" "$CYCLES" 1 >"$log" 2>&1; then
+        transport_args "$t"
+        if ! timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 1 \
+                "${TARGS[@]}" "$BENCH_BIN/spawn_time" "$CYCLES" 1 >"$log" 2>&1; then
             echo "run $run over $t failed: $log"
             rc=1
         fi

@@ -79,9 +79,9 @@ set -u
 set -o pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_DIR=$(cd "$BENCH_DIR/.." && pwd)
-# shellcheck source=../test/lib.sh
-. "$REPO_DIR/test/lib.sh"      # LAUNCHER, rsh_agent_args, oob_net_args, series_dir
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"          # REPO_DIR, test/lib.sh (LAUNCHER, rsh_agent_args, oob_net_args,
+                               # series_dir), bench_build, vm_state, measured, field, transport_args
 # shellcheck source=../test/hosts/hosts.sh
 . "$REPO_DIR/test/hosts/hosts.sh"
 BUILD_DIR=$(series_dir "$BENCH_DIR/build")
@@ -100,9 +100,7 @@ FOREIGN_PCT=${FOREIGN_PCT:-10}
 DROP_DISTURBED=${DROP_DISTURBED:-1}
 VETH_PIN=${VETH_PIN:-1}
 TRANSPORTS=${TRANSPORTS:-"usnic usnic_ofi tcp raw"}
-SLOW_NS=${SLOW_NS:-150}
 NCPU=$(nproc)
-CLK_TCK=$(getconf CLK_TCK)
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -140,16 +138,8 @@ fi
 START=$SECONDS
 mkdir -p "$BIN_DIR" "$LOG_DIR" || die "cannot create $LOG_DIR"
 rm -f "$LOG_DIR"/*.log
-echo "building ${BIN_DIR#$REPO_DIR/}/perf, xhost_stream, cacheline and reap"
-mpicc -O2 -Wall -Wextra -Werror -o "$BIN_DIR/perf" "$BENCH_DIR/perf.c" || die "compiling bench/perf.c failed"
-cc -O2 -Wall -Wextra -Werror -o "$BIN_DIR/xhost_stream" "$REPO_DIR/test/hosts/xhost_stream.c" ||
-    die "compiling test/hosts/xhost_stream.c failed"
-cc -O2 -Wall -Wextra -Werror -pthread -o "$BIN_DIR/cacheline" "$BENCH_DIR/cacheline.c" ||
-    die "compiling bench/cacheline.c failed"
-cc -O2 -Wall -Wextra -Werror -o "$BIN_DIR/reap" "$BENCH_DIR/reap.c" || die "compiling bench/reap.c failed"
-
-CPU_A=0 CPU_B=1
-[[ $NCPU -ge 2 ]] || CPU_B=0
+echo "building ${BENCH_BIN#$REPO_DIR/}/perf, xhost_stream, cacheline and reap"
+bench_build perf xhost_stream cacheline reap || die "building the helper programs failed"
 
 # ---------------------------------------------------------------------------
 # Hosts (removed on exit: hosts_destroy kills what still runs inside them)
@@ -197,46 +187,14 @@ set_mtu() {
 # Noise accounting and the VM's state (as bench/perf.sh)
 # ---------------------------------------------------------------------------
 
-busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $9 }' /proc/stat; }
-children_cpu() {
-    times >"$BIN_DIR/.times"
-    CHILD_CPU=$(awk 'NR == 2 { s = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); s += a[1] * 60 + a[2] } print s }' \
-        "$BIN_DIR/.times")
-}
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
-
-# measured LOG CMD...: CMD's output to LOG; sets RC, WALL, FOREIGN (% of
-# all CPUs used by other processes), LOAD0, LOAD1
-measured() {
-    local log=$1 b0 b1 c0 c1 t0 t1
-    shift
-    LOAD0=$(loadavg); b0=$(busy_ticks); children_cpu; c0=$CHILD_CPU
-    t0=$EPOCHREALTIME
-    "$@" >"$log" 2>&1 </dev/null
-    RC=$?
-    t1=$EPOCHREALTIME; b1=$(busy_ticks); children_cpu; c1=$CHILD_CPU; LOAD1=$(loadavg)
-    read -r WALL FOREIGN < <(awk -v b0="$b0" -v b1="$b1" -v c0="$c0" -v c1="$c1" \
-        -v t0="$t0" -v t1="$t1" -v hz="$CLK_TCK" -v n="$NCPU" 'BEGIN {
-            w = t1 - t0; f = (b1 - b0) / hz - (c1 - c0); if (f < 0) f = 0
-            printf "%.1f %.0f\n", w, (w > 0 ? 100 * f / (n * w) : 0) }')
-}
-
-# "fast NS" / "slow NS" / "unknown -"
-vm_state() {
-    # the median of 3 probes (each ~10 ms): one probe that a preemption
-    # lengthened does not flip the state
-    local ns
-    ns=$(for _ in 1 2 3; do "$BIN_DIR/cacheline" --cpus "$CPU_A,$CPU_B" 2>/dev/null; done |
-        sed -nE 's/.*rtt_ns=([0-9]+).*/\1/p' | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-    if [[ -z $ns ]]; then echo "unknown -"; elif [[ $ns -gt $SLOW_NS ]]; then echo "slow $ns"; else echo "fast $ns"; fi
-}
+# bench/lib.sh: measured LOG CMD... (CMD's output to LOG; sets RC, WALL,
+# FOREIGN (% of all CPUs used by other processes), LOAD0, LOAD1) and
+# vm_state ("fast NS" / "slow NS" / "unknown -")
 
 # port_counts: "PACKETS BYTES" the switch's port toward host 2 sent to it
 port_counts() {
     ip -n "$HOSTS_SW" -s link show dev h2p1 | awk '/TX:/ { getline; print $2, $1; exit }'
 }
-
-field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
 
 # ---------------------------------------------------------------------------
 # Cells
@@ -248,15 +206,7 @@ FAILED=0
 RUN_ROWS="$BIN_DIR/.run-rows"
 csv() { echo "$1,$2,$3,$4,$5,$6" >>"$RUN_ROWS"; }   # rep mtu transport metric size value
 
-USNIC_VETH="--mca pml ob1 --mca btl usnic,self --mca btl_usnic_if_include veth1 --mca btl_usnic_verbose 5 --mca btl_usnic_stats 3600"
-transport_args() {
-    case $1 in
-        usnic)     echo "$USNIC_VETH" ;;
-        usnic_ofi) echo "$USNIC_VETH --mca btl_usnic_wire ofi" ;;
-        usnic_gso) echo "$USNIC_VETH --mca btl_usnic_wire socket --mca btl_usnic_max_datagram 1472" ;;
-        tcp)       echo "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include veth1" ;;
-    esac
-}
+TA_IF=veth1   # transport_args (bench/lib.sh): usnic, usnic_ofi, usnic_gso and tcp on veth1
 
 title() {
     case $1 in
@@ -317,11 +267,12 @@ mpi_job() {
     # reap (bench/reap.c): the daemons and ranks on the hosts may outlive
     # their parents; as a subreaper it collects them, so that their CPU
     # time counts as ours in the "others" share.
-    # shellcheck disable=SC2046  # transport_args is a word list
-    "$BIN_DIR/reap" timeout -k 10 "$RUN_TIMEOUT" "${NS_HEAD[@]}" mpirun --allow-run-as-root --hostfile "$HOSTFILE" --bind-to none \
-        $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24") $(transport_args "$t") \
-        -np 1 --host "$H1" ${pin1[@]+"${pin1[@]}"} "$BIN_DIR/perf" --label "$label" --budget "$BUDGET" --cells "$VETH_CELLS" : \
-        -np 1 --host "$H2" ${pin2[@]+"${pin2[@]}"} "$BIN_DIR/perf" --label "$label" --budget "$BUDGET" --cells "$VETH_CELLS"
+    transport_args "$t"
+    # shellcheck disable=SC2046  # rsh_agent_args, oob_net_args: word lists
+    "$BENCH_BIN/reap" timeout -k 10 "$RUN_TIMEOUT" "${NS_HEAD[@]}" mpirun --allow-run-as-root --hostfile "$HOSTFILE" --bind-to none \
+        $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24") "${TARGS[@]}" \
+        -np 1 --host "$H1" ${pin1[@]+"${pin1[@]}"} "$BENCH_BIN/perf" --label "$label" --budget "$BUDGET" --cells "$VETH_CELLS" : \
+        -np 1 --host "$H2" ${pin2[@]+"${pin2[@]}"} "$BENCH_BIN/perf" --label "$label" --budget "$BUDGET" --cells "$VETH_CELLS"
 }
 
 run_mpi() {
@@ -368,14 +319,14 @@ udp_stream() {
     local seg=$1 batch=$2 rlog="$BIN_DIR/.recv" rp p0 p1 rc=0
     PORT=$((PORT + 1))
     : >"$rlog"
-    timeout 60 "${NS_H2[@]}" taskset -c "$CPU_B" "$BIN_DIR/xhost_stream" udp-recv "$A2" "$PORT" --idle 1 --timeout 40 \
+    timeout 60 "${NS_H2[@]}" taskset -c "$CPU_B" "$BENCH_BIN/xhost_stream" udp-recv "$A2" "$PORT" --idle 1 --timeout 40 \
         >"$rlog" 2>&1 &
     rp=$!
     BG_PIDS+=("$rp")
     wait_ready "$rlog" || { echo "udp receiver not ready"; kill "$rp" 2>/dev/null; wait "$rp"; return 1; }
     read -r p0 _ < <(port_counts)
     echo "== udp $batch x $seg"
-    timeout 60 "${NS_H1[@]}" taskset -c "$CPU_A" "$BIN_DIR/xhost_stream" udp-send "$A2" "$PORT" --seg "$seg" \
+    timeout 60 "${NS_H1[@]}" taskset -c "$CPU_A" "$BENCH_BIN/xhost_stream" udp-send "$A2" "$PORT" --seg "$seg" \
         --batch "$batch" --seconds "$STREAM_SECONDS" || rc=1
     wait "$rp" || rc=1
     read -r p1 _ < <(port_counts)
@@ -388,13 +339,13 @@ tcp_stream() {
     local rlog="$BIN_DIR/.recv" rp rc=0
     PORT=$((PORT + 1))
     : >"$rlog"
-    timeout 60 "${NS_H2[@]}" taskset -c "$CPU_B" "$BIN_DIR/xhost_stream" tcp-recv "$A2" "$PORT" --timeout 20 \
+    timeout 60 "${NS_H2[@]}" taskset -c "$CPU_B" "$BENCH_BIN/xhost_stream" tcp-recv "$A2" "$PORT" --timeout 20 \
         >"$rlog" 2>&1 &
     rp=$!
     BG_PIDS+=("$rp")
     wait_ready "$rlog" || { echo "tcp receiver not ready"; kill "$rp" 2>/dev/null; wait "$rp"; return 1; }
     echo "== tcp 65536"
-    timeout 60 "${NS_H1[@]}" taskset -c "$CPU_A" "$BIN_DIR/xhost_stream" tcp-send "$A2" "$PORT" --size 65536 \
+    timeout 60 "${NS_H1[@]}" taskset -c "$CPU_A" "$BENCH_BIN/xhost_stream" tcp-send "$A2" "$PORT" --size 65536 \
         --seconds "$STREAM_SECONDS" || rc=1
     wait "$rp" || rc=1
     cat "$rlog"

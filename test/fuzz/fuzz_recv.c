@@ -74,8 +74,8 @@
  * datagrams nothing deliverable is left waiting and the engine holds
  * exactly the queued ones; next_expected only moves forward, by at most
  * the window, and only for an accepted in-order segment; reassembly slots
- * agree with the shadow; un-ACKed segments <= window; timer notifications
- * agree with the engine; a PUT takes its sequence number iff it is new and
+ * agree with the shadow; un-ACKed segments <= window; the hotel is
+ * consistent (fx_hotel_consistent); a PUT takes its sequence number iff it is new and
  * allowed (live region, key, peer, range: written; deregistered region:
  * discarded), and region memory changes exactly by the PUTs written
  * (shadow copies).  ASan checks that everything read lies inside the
@@ -628,7 +628,7 @@ static void run_record(const fz_record_t *r)
     opal_btl_usnic_engine_set_time(&S.fx.eng, S.fx.now);
     if (S.fast) {
         opal_btl_usnic_endpoint_t *ep = NULL;
-        opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&S.fx.eng, fx_lookup, buf, r->len, &ep);
+        opal_btl_usnic_fast_t how = fx_hand_up_fast(&S.fx.eng, buf, r->len, &ep);
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {
             FZ_CHECK(0 == f.delivered && (!f.authentic || f.replay)); /* counted: nothing else to do */
         } else if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
@@ -637,10 +637,10 @@ static void run_record(const fz_record_t *r)
             opal_btl_usnic_recv_fast_finish(&S.fx.eng, ep, buf);
         } else {
             FZ_CHECK(0 == f.delivered && before.total == S.fx.eng.stats.num_total_recvs);
-            opal_btl_usnic_recv_segment(&S.fx.eng, fx_lookup, buf, r->len);
+            fx_hand_up(&S.fx.eng, buf, r->len);
         }
     } else {
-        opal_btl_usnic_recv_segment(&S.fx.eng, fx_lookup, buf, r->len);
+        fx_hand_up(&S.fx.eng, buf, r->len);
     }
     --S.depth;
     count(&after);
@@ -790,7 +790,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         run_record(&S.rec[S.next++]);
         /* top level: nothing half-done any more */
         fx_t *fx = &S.fx;
-        FZ_CHECK(0 == S.depth && fx_timers_consistent(fx));
+        FZ_CHECK(0 == S.depth && fx_hotel_consistent(fx));
         for (size_t i = 0; i < fx->ndels; ++i) {
             free(fx->dels[i].data);
         }

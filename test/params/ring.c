@@ -2,10 +2,29 @@
  * A token travels around all ranks twice, then every rank passes a
  * 500-byte message to its neighbour; every rank checks what it gets.
  * Used by run-param-tests.sh to prove that a job still works (and which
- * BTL carried it) while the usnic BTL's parameters are varied.
+ * BTL carried it) while the usnic BTL's parameters are varied.  With
+ * RING_SHOW_LIBFABRIC set, every rank also says whether libfabric is
+ * mapped into it after MPI_Init ("libfabric mapped: yes|no").
  */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int libfabric_mapped(void)
+{
+    char line[512];
+    int found = 0;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (NULL == maps) {
+        return -1;
+    }
+    while (!found && NULL != fgets(line, sizeof(line), maps)) {
+        found = (NULL != strstr(line, "/libfabric.so"));
+    }
+    fclose(maps);
+    return found;
+}
 
 int main(int argc, char **argv)
 {
@@ -13,6 +32,10 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (NULL != getenv("RING_SHOW_LIBFABRIC")) {
+        int mapped = libfabric_mapped();
+        printf("rank %d: libfabric mapped: %s\n", rank, mapped < 0 ? "unknown" : mapped ? "yes" : "no");
+    }
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
     for (int lap = 0; lap < 2; ++lap) {
         if (0 == rank) {

@@ -207,5 +207,29 @@ else
     bad "max_datagram=1472 (rc=$rc)" "$out"
 fi
 
+# --- 12. the socket wire stands without libfabric: with FI_PROVIDER
+# naming a provider that has no datagrams (as a cluster exporting it for
+# another library would), the default wire still carries the job, and
+# no rank of it maps libfabric; the ofi wire does map it (the check can
+# tell) ---
+for prov in verbs tcp; do
+    run FI_PROVIDER=$prov RING_SHOW_LIBFABRIC=1 -- -np 2 -x FI_PROVIDER -x RING_SHOW_LIBFABRIC --mca btl usnic,self \
+        --mca btl_usnic_if_include lo --mca btl_usnic_verbose 5
+    if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "lo: socket wire$" <<<"$out") -eq 2 ]] &&
+       [[ $(grep -c "libfabric mapped: no" <<<"$out") -eq 2 ]]; then
+        ok "FI_PROVIDER=$prov: the job runs over the socket wire, libfabric never loaded"
+    else
+        bad "FI_PROVIDER=$prov (rc=$rc)" "$out"
+    fi
+done
+run RING_SHOW_LIBFABRIC=1 -- -np 2 -x RING_SHOW_LIBFABRIC --mca btl usnic,self --mca btl_usnic_if_include lo \
+    --mca btl_usnic_wire ofi --mca btl_usnic_verbose 5
+if [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && [[ $(grep -c "lo: ofi wire$" <<<"$out") -eq 2 ]] &&
+   [[ $(grep -c "libfabric mapped: yes" <<<"$out") -eq 2 ]]; then
+    ok "btl_usnic_wire=ofi: libfabric loaded on demand, the job runs over it"
+else
+    bad "btl_usnic_wire=ofi loads libfabric (rc=$rc)" "$out"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

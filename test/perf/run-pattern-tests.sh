@@ -16,7 +16,7 @@
 #   2. ratio: per pattern, the median over REPS (3) interleaved
 #      repetitions of usnic's wall time / btl/tcp's of the same repetition
 #      must be at most RATIO_MAX (3); a ratio, never an absolute time.
-#      The pairs whose two cells saw one VM state (bench/lib-state.sh:
+#      The pairs whose two cells saw one VM state (bench/lib.sh:
 #      fast or slow cross-core traffic, probed before and after each
 #      cell) are used when there are at least two of them, else all.
 #      A pattern above the bound fails with its figures.
@@ -44,8 +44,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../lib.sh
 . "$ROOT/test/lib.sh"           # OOB_LO, OVERSUBSCRIBE, use_build_dir (Open MPI series)
-# shellcheck source=../../bench/lib-state.sh
-. "$ROOT/bench/lib-state.sh"    # state_init, vm_state, state_letter
+# shellcheck source=../../bench/lib.sh
+. "$ROOT/bench/lib.sh"          # state_init, vm_state, state_letter
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 SCALE=${SCALE:-0.2}

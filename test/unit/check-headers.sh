@@ -19,14 +19,15 @@ declare -A LAYER=(
     [btl_usnic_frag.h]=1
     [btl_usnic_engine_core.h]=2
     [btl_usnic_endpoint.h]=3
-    [btl_usnic_ack.h]=4 [btl_usnic_send.h]=4 [btl_usnic_recv.h]=4 [btl_usnic_put.h]=4
+    [btl_usnic_complete.h]=4 [btl_usnic_acktr.h]=4 [btl_usnic_ack.h]=4 [btl_usnic_post.h]=4
+    [btl_usnic_put.h]=4 [btl_usnic_send.h]=4 [btl_usnic_recv.h]=4
     [btl_usnic_glue.h]=5 [btl_usnic_pml.h]=5
     [btl_usnic_engine.h]=6
 )
 # The component's other headers (module, transports, tools) sit above the
 # engine and are checked for cycles only.
-ENGINE_FILES="btl_usnic_engine_core.c btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_ack.c btl_usnic_send.c
-btl_usnic_recv.c btl_usnic_put.c btl_usnic_reg.c btl_usnic_glue.c"
+ENGINE_FILES="btl_usnic_engine_core.c btl_usnic_frag.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c
+btl_usnic_ack.c btl_usnic_post.c btl_usnic_put.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_glue.c"
 
 bad=0
 edges=$(mktemp)
@@ -69,8 +70,8 @@ done
 for h in "$@"; do
     name=$(basename "$h")
     case $name in
-    btl_usnic_engine*.h | btl_usnic_endpoint.h | btl_usnic_frag.h | btl_usnic_ack.h | btl_usnic_send.h | \
-        btl_usnic_recv.h | btl_usnic_put.h | btl_usnic_glue.h)
+    btl_usnic_engine*.h | btl_usnic_endpoint.h | btl_usnic_frag.h | btl_usnic_complete.h | btl_usnic_acktr.h | \
+        btl_usnic_ack.h | btl_usnic_post.h | btl_usnic_send.h | btl_usnic_recv.h | btl_usnic_put.h | btl_usnic_glue.h)
         [[ -n ${LAYER[$name]+x} ]] || { echo "$name: give it a layer in $0" >&2; bad=1; } ;;
     esac
 done

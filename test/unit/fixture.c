@@ -54,49 +54,6 @@ static int fx_wire_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
     return OPAL_SUCCESS;
 }
 
-/* Timer notifications: the engine already set seg->deadline; production
- * checks the segment into the endpoint's opal_hotel (no event base, no
- * eviction).  Record the check-in; never compute or fire anything. */
-static int fx_wire_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             opal_btl_usnic_send_seg_t *seg)
-{
-    fx_t *fx = fx_of(eng);
-    (void) ep;
-    ++fx->arms;
-    if (fx_is_armed(fx, seg)) {
-        ++fx->timer_errors; /* the engine arms only segments it has not armed */
-        return OPAL_SUCCESS;
-    }
-    if (fx->narmed == fx->armed_cap) {
-        fx->armed_cap = fx->armed_cap ? 2 * fx->armed_cap : 64;
-        fx->armed = (opal_btl_usnic_send_seg_t **) xrealloc(fx->armed, fx->armed_cap * sizeof(*fx->armed));
-    }
-    fx->armed[fx->narmed++] = seg;
-    return OPAL_SUCCESS;
-}
-
-static bool armed_remove(fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
-{
-    for (size_t i = 0; i < fx->narmed; ++i) {
-        if (fx->armed[i] == seg) {
-            fx->armed[i] = fx->armed[--fx->narmed];
-            return true;
-        }
-    }
-    return false;
-}
-
-static void fx_wire_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                 opal_btl_usnic_send_seg_t *seg)
-{
-    fx_t *fx = fx_of(eng);
-    (void) ep;
-    ++fx->disarms;
-    if (!armed_remove(fx, seg)) {
-        ++fx->timer_errors;
-    }
-}
-
 /* Nothing is held back: every post was recorded as it came */
 static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
 {
@@ -105,8 +62,6 @@ static void fx_wire_flush(opal_btl_usnic_engine_t *eng)
 
 static const opal_btl_usnic_wire_ops_t fx_wire = {
     .post = fx_wire_post,
-    .timer_arm = fx_wire_timer_arm,
-    .timer_disarm = fx_wire_timer_disarm,
     .flush = fx_wire_flush,
 };
 
@@ -161,6 +116,7 @@ static void fx_up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 }
 
 static const opal_btl_usnic_upcalls_t fx_up = {
+    .lookup = fx_lookup,
     .deliver = fx_up_deliver,
     .send_done = fx_up_send_done,
     .put_done = fx_up_put_done,
@@ -238,7 +194,6 @@ void fx_fini(fx_t *fx)
     }
     free(fx->posts);
     free(fx->dels);
-    free(fx->armed);
     memset(fx, 0, sizeof(*fx));
 }
 
@@ -338,14 +293,21 @@ unsigned fx_count_posts(const fx_t *fx, int channel, int type)
     return n;
 }
 
-bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg)
+bool fx_in_hotel(const opal_btl_usnic_send_seg_t *seg)
 {
-    for (size_t i = 0; i < fx->narmed; ++i) {
-        if (fx->armed[i] == seg) {
-            return true;
+    return 0 != (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL);
+}
+
+size_t fx_hotel_guests(const fx_t *fx)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
+        const opal_btl_usnic_endpoint_t *ep = fx->peers[i];
+        for (uint32_t k = 0; NULL != ep && NULL != ep->tx.sent && k < ep->window; ++k) {
+            n += (NULL != ep->tx.sent[k] && fx_in_hotel(ep->tx.sent[k]));
         }
     }
-    return false;
+    return n;
 }
 
 void fx_set_time(fx_t *fx, uint64_t now)
@@ -367,7 +329,7 @@ bool fx_expire_next(fx_t *fx)
         return false;
     }
     fx_set_time(fx, t > fx->now ? t : fx->now);
-    opal_btl_usnic_engine_expire(&fx->eng);
+    opal_btl_usnic_hotel_evict_due(&fx->eng);
     return true;
 }
 
@@ -386,36 +348,35 @@ bool fx_run_to_timeout(fx_t *fx)
     return false;
 }
 
-bool fx_timers_consistent(fx_t *fx)
+bool fx_hotel_consistent(fx_t *fx)
 {
-    bool ok = (0 == fx->timer_errors);
-    size_t in_timer = 0;
+    bool ok = true;
     for (size_t i = 0; i < FX_MAX_PEERS; ++i) {
         opal_btl_usnic_endpoint_t *ep = fx->peers[i];
         if (NULL == ep || NULL == ep->tx.sent) {
             continue;
         }
         for (uint32_t k = 0; k < ep->window; ++k) {
-            opal_btl_usnic_send_seg_t *seg = ep->tx.sent[k];
-            if (NULL == seg) {
+            const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[k];
+            if (NULL == seg || !fx_in_hotel(seg)) {
                 continue;
             }
-            bool flag = 0 != (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER);
-            in_timer += flag;
-            if (flag != fx_is_armed(fx, seg)) {
-                fprintf(stderr, "  seq 0x%x: IN_TIMER %d but checked in %d\n", (unsigned) seg->seq, (int) flag,
-                        (int) !flag);
+            if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+                fprintf(stderr, "  seq 0x%x: in the hotel with flags 0x%x (out of the window or queued to resend)\n",
+                        (unsigned) seg->seq, (unsigned) seg->flags);
+                ok = false;
+            }
+            if (!ep->tx.on_flight_list) {
+                fprintf(stderr, "  seq 0x%x: a guest of an endpoint not on the register\n", (unsigned) seg->seq);
                 ok = false;
             }
         }
     }
-    if (in_timer != fx->narmed) {
-        fprintf(stderr, "  %zu segments checked in, %zu un-ACKed segments with a running timer\n", fx->narmed,
-                in_timer);
+    uint64_t due = fx_true_next_deadline(fx, false);
+    if (opal_btl_usnic_engine_next_deadline(&fx->eng) > due) {
+        fprintf(stderr, "  next_deadline %llu later than the earliest guest's %llu\n",
+                (unsigned long long) opal_btl_usnic_engine_next_deadline(&fx->eng), (unsigned long long) due);
         ok = false;
-    }
-    if (0 != fx->timer_errors) {
-        fprintf(stderr, "  %u inconsistent timer notifications\n", fx->timer_errors);
     }
     return ok;
 }
@@ -429,7 +390,7 @@ uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout)
             continue;
         }
         const opal_btl_usnic_send_seg_t *oldest = ep->tx.sent[(uint32_t) (ep->tx.acked_seq + 1) % ep->window];
-        if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_TIMER) && oldest->deadline < t) {
+        if (NULL != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL) && oldest->deadline < t) {
             t = oldest->deadline;
         }
         if (with_peer_timeout && fx->eng.p.peer_timeout > 0 &&
@@ -464,7 +425,7 @@ void fx_recv_raw(fx_t *fx, const void *buf, size_t len)
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now); /* the module polls its CQs after setting the time */
-    opal_btl_usnic_recv_segment(&fx->eng, fx_lookup, copy, len);
+    fx_hand_up(&fx->eng, copy, len);
     memset(copy, 0xdd, len);
     free(copy);
 }
@@ -712,4 +673,68 @@ void fx_fill(uint8_t *buf, size_t len, uint32_t seed)
         x = x * 1103515245u + 12345u;
         buf[i] = (uint8_t) (x >> 23);
     }
+}
+
+void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len)
+{
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL};
+    opal_btl_usnic_recv_segment(eng, &dg);
+}
+
+opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,
+                                   opal_btl_usnic_endpoint_t **ep_p)
+{
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL};
+    return opal_btl_usnic_recv_fast(eng, &dg, ep_p);
+}
+
+bool fx_same_but_flags(const fx_post_t *resend, const fx_post_t *first, uint8_t retx_flags)
+{
+    if (resend->len != first->len || resend->len < sizeof(opal_btl_usnic_hdr_t)) {
+        return false;
+    }
+    const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) resend->bytes;
+    if ((h->flags & retx_flags) != retx_flags) {
+        return false;
+    }
+    /* a retransmission is a new datagram: a later nonce, its own tag */
+    const opal_btl_usnic_hdr_t *f = (const opal_btl_usnic_hdr_t *) first->bytes;
+    if (opal_btl_usnic_host64(h->nonce) <= opal_btl_usnic_host64(f->nonce)) {
+        return false;
+    }
+    uint8_t copy[FX_MTU], orig[FX_MTU];
+    memcpy(copy, resend->bytes, resend->len);
+    memcpy(orig, first->bytes, first->len);
+    opal_btl_usnic_hdr_t *c = (opal_btl_usnic_hdr_t *) copy, *o = (opal_btl_usnic_hdr_t *) orig;
+    c->flags &= (uint8_t) ~retx_flags;
+    c->nonce = o->nonce = 0;
+    memset(c->mac, 0, sizeof(c->mac));
+    memset(o->mac, 0, sizeof(o->mac));
+    return 0 == memcmp(copy, orig, first->len);
+}
+
+unsigned fx_nchunks(size_t size, size_t chunk)
+{
+    return (unsigned) ((size + chunk - 1) / chunk);
+}
+
+void fx_make_order(unsigned *order, unsigned n, int kind)
+{
+    for (unsigned i = 0; i < n; ++i) {
+        order[i] = (1 == kind) ? n - 1 - i : i;
+    }
+    if (kind >= 2) {
+        uint64_t rng = (uint64_t) kind * 1000 + n;
+        for (unsigned i = n; i > 1; --i) {
+            unsigned j = fx_rand(&rng) % i;
+            unsigned t = order[i - 1];
+            order[i - 1] = order[j];
+            order[j] = t;
+        }
+    }
+}
+
+const char *fx_order_name(int kind)
+{
+    return kind == 0 ? "forward" : kind == 1 ? "reverse" : "shuffled";
 }

@@ -7,16 +7,15 @@
  * "in the provider" until the test reports their completion; deliveries to
  * the PML are recorded.
  *
- * Time.  The engine owns its timers: it stamps seg->sent_time and
- * seg->deadline, keeps next_deadline, and expires timers itself from
- * opal_btl_usnic_engine_progress() once the clock it was handed passed
- * next_deadline.  The fixture is the owner of the clock: fx->now is the
- * owner's (virtual, microsecond) clock, and fx_set_time() moves it and
- * hands it to the engine, as the module does once per progress pass.  The
- * wire's timer_arm/timer_disarm are only notifications (production checks
- * the segment into an opal_hotel); the fixture records which segments are
- * "checked in" and counts inconsistent calls, but never computes or fires
- * a deadline.
+ * Time.  The engine owns its timers (the hotel, btl_usnic_ack.c): it
+ * stamps seg->sent_time and seg->deadline at check-in, keeps
+ * next_deadline, and evicts itself from opal_btl_usnic_engine_progress()
+ * once the clock it was handed passed next_deadline.  The fixture is the
+ * owner of the clock: fx->now is the owner's (virtual, microsecond)
+ * clock, and fx_set_time() moves it and hands it to the engine, as the
+ * module does once per progress pass.  The fixture reads the hotel
+ * (fx_in_hotel, fx_hotel_guests, fx_hotel_consistent) but never computes
+ * or fires a deadline.
  *
  * The BTL entry points (alloc, prepare_src, send, sendi, free) go through
  * the production glue (btl_usnic_glue.c) that btl_usnic_btl.c calls: the
@@ -100,10 +99,6 @@ struct fx_t {
      * does after fi_inject (no completion will come from the provider) */
     bool complete_on_post;
 
-    opal_btl_usnic_send_seg_t **armed; /* segments checked into the timer store (notifications) */
-    size_t narmed, armed_cap;
-    unsigned arms, disarms;
-    unsigned timer_errors;        /* arm of an armed segment, disarm of one not armed */
 
     fx_delivery_t *dels;
     size_t ndels, dels_cap;
@@ -149,6 +144,12 @@ opal_btl_usnic_endpoint_t *fx_ep_new(fx_t *fx, uint32_t peer_id, uint32_t window
                                      opal_btl_usnic_seq_t peer_isn);
 void fx_ep_free(fx_t *fx, opal_btl_usnic_endpoint_t *ep);
 opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint64_t sender_id);
+/* |len| bytes at |buf| handed up as a wire would, on the data channel
+ * with no source (the fixture's engines check none unless a test sets
+ * params.check_source) */
+void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len);
+opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,
+                                   opal_btl_usnic_endpoint_t **ep_p);
 
 /* Posts */
 fx_post_t *fx_last_post(fx_t *fx);
@@ -177,11 +178,15 @@ bool fx_expire_next(fx_t *fx);
  * deadline is left or nothing fired within 64 wake-ups. */
 bool fx_run_to_timeout(fx_t *fx);
 
-/* Timer notifications */
-bool fx_is_armed(const fx_t *fx, const opal_btl_usnic_send_seg_t *seg);
-/* The notifications agree with the engine: no inconsistent call so far, and
- * for every endpoint of |fx| a segment is checked in iff it is IN_TIMER */
-bool fx_timers_consistent(fx_t *fx);
+/* The hotel: is |seg| checked in (its deadline runs)? */
+bool fx_in_hotel(const opal_btl_usnic_send_seg_t *seg);
+/* Segments checked in, over every endpoint of |fx| */
+size_t fx_hotel_guests(const fx_t *fx);
+/* The hotel's invariants hold for every endpoint of |fx|: a guest is in
+ * the window and not queued for resend, its endpoint is on the register
+ * (endpoints_in_flight), and next_deadline is never later than the
+ * earliest deadline due */
+bool fx_hotel_consistent(fx_t *fx);
 /* The engine's own view: the earliest deadline it must act on (oldest
  * un-ACKed segment of each endpoint in flight whose timer runs and, if
  * |with_peer_timeout| and one is configured, the peer timeout);
@@ -246,7 +251,7 @@ bool fx_all_recycled(fx_t *fx);
 /* Deterministic bytes: pattern of (|seed|, index) */
 void fx_fill(uint8_t *buf, size_t len, uint32_t seed);
 
-/* Is state flag |f| (POSTED, ACKED, IN_TIMER, ON_RESEND, IN_WINDOW) set on |seg|? */
+/* Is state flag |f| (POSTED, ACKED, IN_HOTEL, ON_RESEND, IN_WINDOW) set on |seg|? */
 #define FX_FLAG(seg, f) (0 != ((seg)->flags & OPAL_BTL_USNIC_SEG_FLAG_##f))
 
 /**
@@ -265,6 +270,20 @@ unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_
             FAILF("tiny send %u did not take the fast path", fx_sent_);                   \
         }                                                                                 \
     } while (0)
+
+/* Chunks of a |size|-byte fragment cut at |chunk| bytes */
+unsigned fx_nchunks(size_t size, size_t chunk);
+/* order[0..n) := a permutation of the chunks: |kind| 0 forward, 1
+ * reverse, 2+ shuffled with a seed of its own; and its name */
+void fx_make_order(unsigned *order, unsigned n, int kind);
+const char *fx_order_name(int kind);
+
+/* A retransmission is the first transmission's bytes, but for the flags
+ * |retx_flags| in its header (FLAG_RETX, and FLAG_RETX_TIMEOUT after a
+ * timeout: how the receiver tells real losses and premature timeouts), a
+ * later nonce and its own tag */
+bool fx_same_but_flags(const fx_post_t *resend, const fx_post_t *first, uint8_t retx_flags);
+#define FX_TIMEOUT_FLAGS (OPAL_BTL_USNIC_HDR_FLAG_RETX | OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT)
 
 /* Segments waiting on the engine's resend list */
 size_t fx_resend_len(fx_t *fx);

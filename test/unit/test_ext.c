@@ -34,7 +34,7 @@
 
 /* refine reads btl_usnic_link_speed and the verbose stream from here
  * (the component itself is not linked into unit tests) */
-opal_btl_usnic_component_t mca_btl_usnic_component;
+opal_btl_usnic_component_t opal_btl_usnic_globals;
 
 /* ---- the fake provider ------------------------------------------------ */
 
@@ -454,8 +454,8 @@ static void module_init_fake(fake_module_t *fm)
     fm->m.domain_name = strdup("usnic_9");
     fm->m.netmask = mask_of("255.0.0.0"); /* what neither source says */
     fm->m.link_speed_mbps = 777;
-    mca_btl_usnic_component.link_speed_default = 12345;
-    mca_btl_usnic_component.output = -1;
+    opal_btl_usnic_globals.link_speed_default = 12345;
+    opal_btl_usnic_globals.output = -1;
 }
 
 static void module_fini_fake(fake_module_t *fm)

@@ -1,18 +1,21 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * The fragment pool (btl_usnic_frag.c): small fragments come in buffer
- * size classes, each allocation from the smallest class that fits, each
- * fragment back to its own class, and small messages held while a peer's
- * window is full cost memory in proportion to their size, not a whole
- * datagram (what made a stream of small sends to a slower receiver over
- * 65000-byte datagrams grow by 65 KB a message).
+ * Fragments and reassembly slots (btl_usnic_frag.c).  The fragment pool:
+ * small fragments come in buffer size classes, each allocation from the
+ * smallest class that fits, each fragment back to its own class, and
+ * small messages held while a peer's window is full cost memory in
+ * proportion to their size, not a whole datagram (what made a stream of
+ * small sends to a slower receiver over 65000-byte datagrams grow by 65
+ * KB a message).  The pure reassembly slot functions
+ * (opal_btl_usnic_rx_frag_*, opal_btl_usnic_chunk_is_aligned).
  */
 #include "fixture.h"
 #include "unit.h"
 
 #define PEER 1
 #define ISN 500u
+#define RC(x) OPAL_BTL_USNIC_RX_FRAG_##x
 
 static void init_with_mtu(fx_t *fx, size_t mtu)
 {
@@ -128,7 +131,122 @@ static void test_frag_queued_small_messages_cost_their_size(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_frag_classes_follow_the_datagram_size),
+static void test_rx_frag_classify(void)
+{
+    opal_btl_usnic_rx_frag_t slot;
+    memset(&slot, 0, sizeof(slot));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3000), RC(NEW));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 0xffffffffu, 1), RC(NEW));
+    bool done = true;
+    uint8_t data[100] = {1};
+    CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 5, 3000, 100, 0, data, 100, 7, 77, &done), OPAL_SUCCESS);
+    CHECK(!done);
+    CHECK_EQ(slot.frag_id, 5);
+    CHECK_EQ(slot.size, 3000);
+    CHECK_EQ(slot.bytes_left, 2900);
+    CHECK_EQ(slot.tag, 7);
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3000), RC(CONTINUE));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 6, 3000), RC(BUSY));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5 + 64, 3000), RC(BUSY));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3001), RC(MISMATCH));
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 2999), RC(MISMATCH));
+    opal_btl_usnic_rx_frag_reset(&slot);
+    CHECK_EQ(slot.frag_id, 0);
+    CHECK(NULL == slot.buf);
+    CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 5, 3001), RC(NEW));
+    opal_btl_usnic_rx_frag_reset(&slot); /* idempotent */
+}
+
+/* Add every chunk in the given order; complete exactly at the last one */
+static void test_rx_frag_add_all_orders(void)
+{
+    static const size_t sizes[] = {1449, 2 * 1436, 10000, 65536, 65535, 3};
+    static const size_t chunk_sizes[] = {1436, 1436, 1436, 1436, 1000, 1};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); ++si) {
+        size_t size = sizes[si], cs = chunk_sizes[si];
+        unsigned n = fx_nchunks(size, cs);
+        uint8_t *src = (uint8_t *) malloc(size);
+        unsigned *order = (unsigned *) malloc(n * sizeof(unsigned));
+        fx_fill(src, size, (uint32_t) size);
+        for (int kind = 0; kind < 5; ++kind) {
+            fx_make_order(order, n, kind);
+            opal_btl_usnic_rx_frag_t slot;
+            memset(&slot, 0, sizeof(slot));
+            unsigned completions = 0, completed_at = 0;
+            for (unsigned k = 0; k < n; ++k) {
+                unsigned c = order[k];
+                size_t off = c * cs, len = (off + cs > size) ? size - off : cs;
+                int want = (0 == k) ? RC(NEW) : RC(CONTINUE);
+                CHECK_EQ(opal_btl_usnic_rx_frag_classify(&slot, 42, (uint32_t) size), want);
+                bool done = false;
+                CHECK(opal_btl_usnic_chunk_is_aligned((uint32_t) size, (uint32_t) cs, (uint32_t) off,
+                                                      (uint32_t) len));
+                if (0 != k) {
+                    CHECK(!opal_btl_usnic_rx_frag_has(&slot, (uint32_t) off));
+                }
+                /* chunk c carries sequence number 0xfffffffe + c: across the wrap */
+                CHECK_EQ(opal_btl_usnic_rx_frag_add(&slot, 42, (uint32_t) size, (uint32_t) cs, (uint32_t) off,
+                                                    src + off, (uint32_t) len, 9, (opal_btl_usnic_seq_t) (0xfffffffeu + c),
+                                                    &done),
+                         OPAL_SUCCESS);
+                if (done) {
+                    ++completions;
+                    completed_at = k;
+                }
+            }
+            bool ok = CHECK_EQ(completions, 1);
+            ok = CHECK_EQ(completed_at, n - 1) && ok;
+            ok = CHECK_EQ(slot.bytes_left, 0) && ok;
+            ok = CHECK_MEM(slot.buf, src, size) && ok;
+            ok = CHECK_EQ_U(slot.last_seq, (opal_btl_usnic_seq_t) (0xfffffffeu + n - 1)) && ok; /* its last segment */
+            if (!ok) {
+                fprintf(stderr, "  size %zu, chunk %zu, %s order\n", size, cs, fx_order_name(kind));
+            }
+            opal_btl_usnic_rx_frag_reset(&slot);
+        }
+        free(order);
+        free(src);
+    }
+}
+
+/* The pure alignment rule: every chunk but the last is exactly
+ * |chunk_size| bytes at a multiple of it, the last one is the rest */
+static void test_chunk_is_aligned_table(void)
+{
+    static const struct {
+        uint32_t size, chunk, offset, len;
+        bool want;
+    } cases[] = {
+        {3000, 1436, 0, 1436, true},
+        {3000, 1436, 1436, 1436, true},
+        {3000, 1436, 2872, 128, true},     /* the last, short one */
+        {2872, 1436, 1436, 1436, true},    /* the last, full one */
+        {1000, 1436, 0, 1000, true},       /* one chunk only */
+        {1, 1, 0, 1, true},
+        {3000, 1436, 100, 1336, false},    /* not at a multiple */
+        {3000, 1436, 1435, 1436, false},
+        {3000, 1436, 0, 1435, false},      /* short, but not the last */
+        {3000, 1436, 0, 1437, false},      /* too long */
+        {3000, 1436, 2872, 127, false},    /* the last one, short of the end */
+        {3000, 1436, 2872, 129, false},    /* beyond the end */
+        {3000, 1436, 4308, 1436, false},   /* starts beyond the end */
+        {3000, 1436, 3000, 0, false},      /* at the end */
+        {3000, 1436, 0, 0, false},         /* empty */
+        {3000, 0, 0, 3000, false},         /* no chunk size */
+        {3000, 1000, 1436, 1436, false},   /* cut for another MTU */
+        {0xffffffffu, 1436, 0xffffffffu - 0xffffffffu % 1436, 0xffffffffu % 1436, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        if (!CHECK_EQ(opal_btl_usnic_chunk_is_aligned(cases[i].size, cases[i].chunk, cases[i].offset, cases[i].len),
+                      cases[i].want)) {
+            fprintf(stderr, "  case %zu: size %u chunk %u offset %u len %u\n", i, cases[i].size, cases[i].chunk,
+                    cases[i].offset, cases[i].len);
+        }
+    }
+}
+
+UNIT_MAIN(UNIT_TEST(test_rx_frag_classify), UNIT_TEST(test_rx_frag_add_all_orders),
+          UNIT_TEST(test_chunk_is_aligned_table), UNIT_TEST(test_frag_classes_follow_the_datagram_size),
           UNIT_TEST(test_frag_alloc_takes_the_smallest_class_that_fits),
           UNIT_TEST(test_frag_entry_points_size_buffers_by_request),
           UNIT_TEST(test_frag_queued_small_messages_cost_their_size))

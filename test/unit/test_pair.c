@@ -23,12 +23,11 @@
  *     the tick (2 us, one poll) is left out while neither side has work that
  *     only progress passes drive (ACKs owed, queued sends or resends,
  *     deferred callbacks, a PML with more to submit), so idle stretches and
- *     long back-offs cost one pass per event.  The wire's timer_arm/disarm
- *     are only recorded (they are notifications); the simulation never
- *     computes or fires a deadline.  After every pass it checks that each
+ *     long back-offs cost one pass per event.  The simulation
+ *     reads each engine's hotel but never computes or fires a deadline.  After every pass it checks that each
  *     engine's next_deadline is not later than the earliest retransmit
  *     deadline the engine must act on (fx_true_next_deadline; the peer
- *     deadline is left out here, see test_timer's
+ *     deadline is left out here, see test_ack_hotel's
  *     test_bug_peer_timeout_late_after_retransmission).  Both engines run
  *     with a peer timeout of 0.5 s of virtual time (none on the 15-of-16
  *     loss rows), which must never fire.  No sleeps; a case that does not
@@ -165,8 +164,6 @@ typedef struct side_t {
     unsigned oversize;    /* datagrams posted to the peer that exceed its buffers */
     unsigned deadline_late; /* passes where next_deadline was later than the engine's earliest deadline */
     uint64_t max_ack_stall; /* longest time with data in flight and no ACK progress */
-    opal_btl_usnic_send_seg_t **armed;
-    size_t narmed, armed_cap;
     completion_t *comp;
     size_t ncomp, comp_cap;
     unsigned eagain_every, post_calls, eagains;
@@ -467,33 +464,6 @@ static int sim_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     return OPAL_SUCCESS;
 }
 
-/* Timer notifications: recorded only (the engine keeps the deadlines) */
-static int sim_timer_arm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
-{
-    side_t *s = side_of(eng);
-    (void) ep;
-    if (s->narmed == s->armed_cap) {
-        s->armed_cap = s->armed_cap ? 2 * s->armed_cap : 64;
-        s->armed = (opal_btl_usnic_send_seg_t **) realloc(s->armed, s->armed_cap * sizeof(*s->armed));
-    }
-    s->armed[s->narmed++] = seg;
-    return OPAL_SUCCESS;
-}
-
-static void sim_timer_disarm(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                             opal_btl_usnic_send_seg_t *seg)
-{
-    side_t *s = side_of(eng);
-    (void) ep;
-    for (size_t i = 0; i < s->narmed; ++i) {
-        if (s->armed[i] == seg) {
-            memmove(&s->armed[i], &s->armed[i + 1], (s->narmed - i - 1) * sizeof(*s->armed));
-            --s->narmed;
-            return;
-        }
-    }
-}
-
 static void sim_deliver(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t tag, void *data,
                         size_t len)
 {
@@ -529,8 +499,6 @@ static void sim_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
 
 static const opal_btl_usnic_wire_ops_t sim_wire = {
     .post = sim_post,
-    .timer_arm = sim_timer_arm,
-    .timer_disarm = sim_timer_disarm,
     .flush = sim_flush,
 };
 
@@ -710,7 +678,6 @@ static void side_fini(side_t *s)
 {
     traffic_free(s);
     fx_fini(&s->fx);
-    free(s->armed);
     free(s->comp);
     free(s->held);
 }
@@ -741,7 +708,7 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
             bool done = false;
             if (to->use_fast_recv && !to->fast_pending) {
                 opal_btl_usnic_endpoint_t *ep = NULL;
-                opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&to->fx.eng, fx_lookup, at, len, &ep);
+                opal_btl_usnic_fast_t how = fx_hand_up_fast(&to->fx.eng, at, len, &ep);
                 if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
                     to->fast_pending = true;
                     to->fast_ep = ep;
@@ -749,7 +716,7 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
                 done = OPAL_BTL_USNIC_FAST_DECLINED != how;
             }
             if (!done) {
-                opal_btl_usnic_recv_segment(&to->fx.eng, fx_lookup, at, len);
+                fx_hand_up(&to->fx.eng, at, len);
             }
             at += len;
         }
@@ -764,7 +731,7 @@ static bool side_quiet(side_t *s)
     opal_btl_usnic_engine_t *eng = &s->fx.eng;
     return s->submitted == s->ntx && opal_btl_usnic_endpoint_drained(s->ep) && opal_list_is_empty(&eng->resend_segs) &&
            opal_list_is_empty(&eng->pending_callbacks) && opal_list_is_empty(&eng->endpoints_needing_ack) &&
-           0 == s->ncomp && 0 == s->narmed && !s->fast_pending;
+           0 == s->ncomp && 0 == fx_hotel_guests(&s->fx) && !s->fast_pending;
 }
 
 /* Work that needs progress passes (ticks) rather than a timed event */
@@ -809,7 +776,7 @@ static void dump_side(const char *name, side_t *s)
             PRIu64 " piggy %" PRIu64 " dup_acks %" PRIu64 " dup_recvs %" PRIu64 " oow %" PRIu64 "/%" PRIu64
             " badfrag %" PRIu64 " invalid %" PRIu64 " eagain %u\n",
             name, s->submitted, s->ntx, opal_btl_usnic_endpoint_in_flight(s->ep), opal_list_get_size(&s->ep->tx.queue),
-            opal_list_get_size(&s->fx.eng.resend_segs), s->narmed, s->ncomp, (int) s->ep->rx.ack_owed,
+            opal_list_get_size(&s->fx.eng.resend_segs), fx_hotel_guests(&s->fx), s->ncomp, (int) s->ep->rx.ack_owed,
             s->ep->tx.next_seq, s->ep->tx.acked_seq, s->ep->rx.next_expected, st->num_frag_sends,
             st->num_chunk_sends, st->num_resends, st->num_timeout_retrans, st->num_fast_retrans, st->num_ack_sends,
             st->num_piggy_acks, st->num_dup_acks, st->num_dup_recvs, st->num_oow_low_recvs, st->num_oow_high_recvs,
@@ -987,7 +954,7 @@ static sim_result_t run_case(const sim_case_t *c)
         ok = CHECK_EQ(s->fx.peer_failed_calls, 0) && ok;
         ok = CHECK_EQ(s->oversize, 0) && ok;      /* every datagram fits the receiver's buffers */
         ok = CHECK_EQ(s->deadline_late, 0) && ok; /* next_deadline never later than the earliest deadline */
-        ok = CHECK_EQ(s->fx.timer_errors, 0) && ok;
+        ok = CHECK(fx_hotel_consistent(&s->fx)) && ok;
         ok = CHECK_EQ(s->stranded, 0) && ok;       /* batch mode: every data-channel post flushed */
         ok = CHECK_EQ(s->oversized_unit, 0) && ok; /* batch mode: no unit beyond batch_segs */
         if (!ok) {

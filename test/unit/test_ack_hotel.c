@@ -1,16 +1,25 @@
 /*
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
- * Retransmission timing (btl_usnic_ack.c), driven through the engine's own
- * clock (opal_btl_usnic_engine_set_time / next_deadline / expire /
- * progress):
+ * The hotel and retransmission timing (btl_usnic_ack.c; the hotel's
+ * half of that file's tests, the ACK processing half is test_ack.c),
+ * driven through the engine's own clock (opal_btl_usnic_engine_set_time /
+ * next_deadline / hotel_evict_due / progress):
  *
+ *   - the hotel: check-in on post (deadline, register, next_deadline),
+ *     check-out on ACK, eviction on timeout (and check-in again on the
+ *     repost), next_deadline over several endpoints;
+ *   - timer expiry then resend by progress (same bytes but the RETX
+ *     flags, data channel, doubled deadline), also of a chunk;
  *   - opal_btl_usnic_rto_backoff (pure) and opal_btl_usnic_rtt_update
  *     (RFC 6298: first sample, convergence, clamping to [rto_min, rto_max]);
  *   - RTT samples from ACKs, Karn's rule (no sample from retransmitted
  *     segments, none during recovery);
  *   - the back-off schedule (1x, 2x, 4x ... capped) and its reset when the
  *     ACK advances;
+ *   - the RTO floor (falls on a reported loss, rises on a premature
+ *     timeout), ACKs rejected without side effects, what the receiver
+ *     reports (premature, repaired), a selective ACK repairing holes;
  *   - a timeout retransmits only the endpoint's oldest segment; partial
  *     ACKs in recovery retransmit the next hole at once; an overdue
  *     duplicate ACK retransmits again;
@@ -352,7 +361,7 @@ static void test_backoff_schedule_and_reset(void)
     CHECK_EQ(ep->timer.backoff, 20);
     CHECK_EQ_U(segs[0]->deadline - segs[0]->sent_time, 16000);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -393,7 +402,7 @@ static void test_backoff_capped_while_peer_alive(void)
     CHECK_EQ_U(t5 - t4, 16000); /* heard more than rto_max ago: full back-off */
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -445,7 +454,7 @@ static void test_sack_repairs_holes(void)
     fx_progress(&fx);
     fx_complete_all(&fx);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -467,7 +476,7 @@ static void test_timeout_retransmits_only_oldest(void)
     CHECK_EQ(fx_resend_len(&fx), 1);
     CHECK(FX_FLAG(segs[0], ON_RESEND));
     for (int i = 1; i < 8; ++i) {
-        CHECK(FX_FLAG(segs[i], IN_TIMER) && !FX_FLAG(segs[i], ON_RESEND));
+        CHECK(FX_FLAG(segs[i], IN_HOTEL) && !FX_FLAG(segs[i], ON_RESEND));
         CHECK_LE_U(segs[i]->deadline, fx.now); /* due, but not the oldest */
     }
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
@@ -487,7 +496,7 @@ static void test_timeout_retransmits_only_oldest(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 2);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
 
     /* several endpoints: each one's oldest, nothing more */
@@ -573,7 +582,7 @@ static void test_partial_ack_spares_recent_hole(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* partial: recover is ISN + 1 */
     CHECK(ep->timer.in_recovery);
     CHECK(!FX_FLAG(segs[1], ON_RESEND)); /* 60 us old < rto_min (no RTT estimate yet) */
-    CHECK(FX_FLAG(segs[1], IN_TIMER));
+    CHECK(FX_FLAG(segs[1], IN_HOTEL));
     CHECK_LE_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[1]->deadline);
     CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 0);
     /* it times out on its own deadline instead */
@@ -585,7 +594,7 @@ static void test_partial_ack_spares_recent_hole(void)
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
 
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -642,7 +651,7 @@ static void test_dup_ack_overdue_retransmits_again(void)
         CHECK_EQ(segs[0]->retries, 4);
         CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
         opal_btl_usnic_handle_ack(&fx.eng, ep, first + 3);
-        CHECK(fx_timers_consistent(&fx));
+        CHECK(fx_hotel_consistent(&fx));
         CHECK(fx_all_recycled(&fx));
         if (unit_state.current_failed) {
             fprintf(stderr, "  %s RTT estimate\n", with_estimate ? "with" : "without");
@@ -732,7 +741,7 @@ static prop_result_t random_deadline_run(uint64_t seed, uint64_t peer_timeout)
         }
         r.timeouts_checked += (UINT64_MAX != truth);
     }
-    if (!fx_timers_consistent(&fx)) {
+    if (!fx_hotel_consistent(&fx)) {
         ++r.violations;
     }
     /* drain: everything ACKed and completed comes back */
@@ -804,7 +813,7 @@ static void test_peer_timeout_fires_once(void)
     CHECK_LE(fx.peer_failed_at, 500 + pt + rto_max); /* see test_bug_peer_timeout_late_after_retransmission */
     CHECK(ep->failed);
     CHECK(opal_btl_usnic_endpoint_drained(ep));
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ(cbs[0].calls, 1); /* posted: all its bytes were copied, done */
     CHECK_EQ(cbs[0].status, OPAL_SUCCESS);
     CHECK_EQ(cbs[1].calls, 1); /* still queued when the peer failed */
@@ -836,7 +845,7 @@ static void test_peer_timeout_fires_once(void)
     CHECK_EQ(fx_send(&fx, ep, refused, 1), OPAL_ERR_UNREACH);
     fx_free(&fx, refused); /* a refused descriptor is still the PML's */
     fx_complete_all(&fx);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -934,11 +943,11 @@ static void test_peer_timeout_idle_endpoint(void)
  * retransmissions); kept as a regression test, and it passes.  The bug:
  * the peer timeout was detected up to rto_max late when the oldest segment
  * had just been retransmitted.
- * opal_btl_usnic_engine_expire() recomputes next_deadline from
- * endpoint_expire(), which includes the endpoint's peer deadline
+ * opal_btl_usnic_hotel_evict_due() recomputes next_deadline from
+ * hotel_evict_endpoint(), which includes the endpoint's peer deadline
  * (last_ack_time + peer_timeout) except when it has just queued the oldest
  * segment for retransmission: then it returns UINT64_MAX, and the repost
- * (opal_btl_usnic_timer_start) lowers next_deadline only to the new
+ * (opal_btl_usnic_hotel_checkin) lowers next_deadline only to the new
  * segment deadline, now + the backed-off RTO.  If that is later than the
  * peer deadline, next_deadline (documented as the earliest deadline) is
  * later than the peer deadline and an owner that waits for next_deadline
@@ -999,7 +1008,7 @@ static void test_no_timer_while_nothing_in_flight(void)
         }
     }
     CHECK_GT(fx_count_posts(&fx, -1, OPAL_BTL_USNIC_PKT_ACK), 0);
-    CHECK_EQ(fx.arms, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
     fx_complete_all(&fx);
 
@@ -1010,7 +1019,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     fx_complete_all(&fx);
     fx_set_time(&fx, 5100);
     opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK_EQ(fx.narmed, 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
     CHECK(!ep->tx.on_flight_list);
     for (uint64_t t = 5200; t < 500000; t += 3333) {
         fx_set_time(&fx, t);
@@ -1033,7 +1042,7 @@ static void test_no_timer_while_nothing_in_flight(void)
     CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
     CHECK_EQ_U(fx.eng.stats.num_resends, 0);
     CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
-    CHECK(fx_timers_consistent(&fx));
+    CHECK(fx_hotel_consistent(&fx));
     CHECK(fx_all_recycled(&fx));
     fx_fini(&fx);
 }
@@ -1258,17 +1267,268 @@ static void test_receiver_reports_premature_and_repaired(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),
-          UNIT_TEST(test_rejected_ack_has_no_side_effects),
-          UNIT_TEST(test_receiver_reports_premature_and_repaired), UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone),
+/* The engine's own timers: a timeout queues the oldest segment, progress
+ * reposts it with the same bytes on the data channel and a doubled timeout */
+static void test_timer_expiry_then_resend(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    fx_set_time(&fx, 50);
+    FX_SEND_TINY(&fx, ep, 3, segs);
+    for (int i = 0; i < 3; ++i) {
+        CHECK_EQ_U(segs[i]->sent_time, 50);
+        CHECK_EQ_U(segs[i]->deadline, 50 + FX_RTO_INITIAL);
+        CHECK(fx_in_hotel(segs[i]));
+    }
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 50 + FX_RTO_INITIAL);
+    fx_complete_all(&fx);
+    /* one microsecond early: nothing */
+    fx_set_time(&fx, 50 + FX_RTO_INITIAL - 1);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    /* at the deadline: the oldest only */
+    fx_set_time(&fx, 50 + FX_RTO_INITIAL);
+    opal_btl_usnic_hotel_evict_due(&fx.eng);
+    CHECK(FX_FLAG(segs[0], ON_RESEND));
+    CHECK(!FX_FLAG(segs[0], IN_HOTEL));
+    CHECK(!fx_in_hotel(segs[0]));
+    CHECK(!FX_FLAG(segs[1], ON_RESEND) && FX_FLAG(segs[1], IN_HOTEL));
+    CHECK(!FX_FLAG(segs[2], ON_RESEND) && FX_FLAG(segs[2], IN_HOTEL));
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ(ep->timer.backoff, 1);
+    CHECK(ep->timer.in_recovery);
+    /* a second expiry report does not queue it twice */
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ(fx_resend_len(&fx), 1);
+    CHECK_EQ(fx.nposts, 3);
+
+    CHECK_EQ(fx_progress(&fx), 1);
+    REQUIRE_EQ(fx.nposts, 4);
+    fx_post_t *p = fx_last_post(&fx);
+    CHECK_PTR_EQ(p->seg, segs[0]);
+    CHECK_EQ_U(fx_post_seq(p), ISN);
+    CHECK_EQ(p->channel, OPAL_BTL_USNIC_DATA_CHANNEL);
+    CHECK(fx_same_but_flags(p, &fx.posts[0], FX_TIMEOUT_FLAGS));
+    CHECK(fx_in_hotel(segs[0]));
+    CHECK_EQ_U(segs[0]->sent_time, 50 + FX_RTO_INITIAL);
+    CHECK_EQ_U(segs[0]->deadline, 50 + FX_RTO_INITIAL + 2 * FX_RTO_INITIAL); /* backed off */
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), segs[0]->deadline);
+    CHECK_EQ(segs[0]->retries, 1);
+    /* credits: the retransmission took a data-channel credit, returned at completion */
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1023);
+    CHECK(fx_hotel_consistent(&fx));
+
+    /* an expiry racing with the ACK (reported after it) is ignored */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(!fx_in_hotel(segs[0]));
+    CHECK_EQ(ep->timer.backoff, 0);
+    opal_btl_usnic_retrans_expired(&fx.eng, segs[0]);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    /* (the ACK was partial: seg 1 is the next hole and queued at once) */
+    CHECK(FX_FLAG(segs[1], ON_RESEND));
+    CHECK_EQ(fx_resend_len(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
+    CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);
+    /* the ACK of seg 1 is partial too: seg 2 goes out at once */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK(FX_FLAG(segs[2], ON_RESEND));
+    CHECK_EQ_U(fx.eng.stats.num_fast_retrans, 2);
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    /* then seg 2 is lost again and again: timeouts 1x, 2x, 4x the RTO apart */
+    uint64_t last = fx.now;
+    for (int round = 0; round < 3; ++round) {
+        CHECK(fx_run_to_timeout(&fx));
+        CHECK_EQ_U(fx.now - last, (uint64_t) FX_RTO_INITIAL << round);
+        last = fx.now;
+        CHECK(FX_FLAG(segs[2], ON_RESEND));
+        CHECK_EQ(fx_progress(&fx), 1);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ(segs[2]->retries, 4);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 4);
+    CHECK_EQ_U(fx.eng.stats.num_resends, 6);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* The timeout of a chunk segment: the copy in the chunk is resent even
+ * though the large fragment itself was recycled long ago */
+static void test_timer_expiry_chunk_resend(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_frag_t *big = fx_alloc(&fx, ep, 4000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
+    fx_fill((uint8_t *) big->pack_buf, 4000, 3);
+    CHECK_EQ(fx_send(&fx, ep, big, 4), 0);
+    fx_progress(&fx);
+    CHECK_EQ(fx.nposts, 3);
+    CHECK_EQ(fx_free_list_available(&fx.eng.pool.large_frags), fx_free_list_allocated(&fx.eng.pool.large_frags));
+    fx_complete_all(&fx);
+    /* the first chunk got through: the middle one is now the oldest */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK(fx_run_to_timeout(&fx));
+    CHECK_EQ(fx_progress(&fx), 1);
+    REQUIRE_EQ(fx.nposts, 4);
+    CHECK_PTR_EQ(fx.posts[3].seg, fx.posts[1].seg);
+    CHECK(fx_same_but_flags(&fx.posts[3], &fx.posts[1], FX_TIMEOUT_FLAGS));
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* ---------------- the hotel itself ---------------- */
+
+/* Check-in on every post: each data segment gets a room (IN_HOTEL), its
+ * deadline (post time + RTO), its endpoint joins the register, and
+ * next_deadline is the earliest guest's; ACK-less segments (an explicit
+ * ACK) never check in. */
+static void test_hotel_checkin_on_post(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
+    CHECK(!ep->tx.on_flight_list);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
+    fx_set_time(&fx, 100);
+    opal_btl_usnic_send_seg_t *segs[3];
+    FX_SEND_TINY(&fx, ep, 1, segs);
+    fx_set_time(&fx, 250);
+    FX_SEND_TINY(&fx, ep, 2, segs + 1);
+    CHECK_EQ(fx_hotel_guests(&fx), 3);
+    CHECK(ep->tx.on_flight_list);
+    CHECK(fx_in_hotel(segs[0]) && fx_in_hotel(segs[1]) && fx_in_hotel(segs[2]));
+    CHECK_EQ_U(segs[0]->deadline, 100 + FX_RTO_INITIAL);
+    CHECK_EQ_U(segs[2]->deadline, 250 + FX_RTO_INITIAL);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 100 + FX_RTO_INITIAL);
+    CHECK(fx_hotel_consistent(&fx));
+    /* an explicit ACK leaves without a room */
+    uint8_t buf[128];
+    uint32_t v = 0;
+    fx_recv(&fx, buf, fx_build_frag(buf, PEER, PEER_ISN, 3, &v, sizeof(v)));
+    fx_set_time(&fx, 300); /* before any deadline */
+    for (int i = 0; i < 8; ++i) {
+        fx_progress(&fx);
+    }
+    CHECK_GT(fx_count_posts(&fx, -1, OPAL_BTL_USNIC_PKT_ACK), 0);
+    CHECK_EQ(fx_hotel_guests(&fx), 3);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    fx_fini(&fx);
+}
+
+/* Check-out on the ACK: a cumulative ACK checks out exactly what it
+ * covers; the last check-out takes the endpoint off the register, and
+ * the stale next_deadline then costs one scan that finds nothing. */
+static void test_hotel_checkout_on_ack(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[4];
+    FX_SEND_TINY(&fx, ep, 4, segs);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    CHECK_EQ(fx_hotel_guests(&fx), 2);
+    CHECK(fx_in_hotel(segs[2]) && fx_in_hotel(segs[3]));
+    CHECK(ep->tx.on_flight_list);
+    CHECK(fx_hotel_consistent(&fx));
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
+    CHECK(!ep->tx.on_flight_list);
+    fx_set_time(&fx, opal_btl_usnic_engine_next_deadline(&fx.eng));
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Eviction on timeout: nothing is evicted before the deadline; at it the
+ * oldest guest is checked out onto the resend list, and its repost checks
+ * it in again with the backed-off deadline. */
+static void test_hotel_eviction_on_timeout(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *seg;
+    FX_SEND_TINY(&fx, ep, 1, &seg);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, FX_RTO_INITIAL - 1);
+    opal_btl_usnic_hotel_evict_due(&fx.eng);
+    CHECK(fx_in_hotel(seg));
+    CHECK_EQ(fx_resend_len(&fx), 0);
+    fx_set_time(&fx, FX_RTO_INITIAL);
+    opal_btl_usnic_hotel_evict_due(&fx.eng);
+    CHECK(!fx_in_hotel(seg) && FX_FLAG(seg, ON_RESEND));
+    CHECK_EQ(fx_resend_len(&fx), 1);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK_EQ(fx_progress(&fx), 1); /* reposted: checked in again */
+    CHECK(fx_in_hotel(seg) && !FX_FLAG(seg, ON_RESEND));
+    CHECK_EQ_U(seg->deadline, FX_RTO_INITIAL + 2 * FX_RTO_INITIAL);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 3 * FX_RTO_INITIAL);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ(fx_hotel_guests(&fx), 0);
+    fx_fini(&fx);
+}
+
+/* next_deadline follows the earliest guest over several endpoints: the
+ * ACK of the earliest one moves it (on the next scan, never later than
+ * the truth), an idle engine has none. */
+static void test_hotel_next_deadline_over_endpoints(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *a = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_endpoint_t *b = fx_ep_new(&fx, PEER + 1, 8, ISN, PEER_ISN);
+    fx_set_time(&fx, 10);
+    FX_SEND_TINY(&fx, a, 1, NULL);
+    fx_set_time(&fx, 40);
+    FX_SEND_TINY(&fx, b, 1, NULL);
+    fx_complete_all(&fx);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 10 + FX_RTO_INITIAL);
+    CHECK_EQ_U(fx_true_next_deadline(&fx, false), 10 + FX_RTO_INITIAL);
+    opal_btl_usnic_handle_ack(&fx.eng, a, ISN);
+    CHECK_EQ_U(fx_true_next_deadline(&fx, false), 40 + FX_RTO_INITIAL);
+    CHECK(fx_hotel_consistent(&fx)); /* early is allowed, late is not */
+    fx_set_time(&fx, 10 + FX_RTO_INITIAL);
+    CHECK_EQ(fx_progress(&fx), 0); /* the scan finds b not due yet */
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), 40 + FX_RTO_INITIAL);
+    opal_btl_usnic_handle_ack(&fx.eng, b, ISN);
+    fx_set_time(&fx, 40 + FX_RTO_INITIAL);
+    CHECK_EQ(fx_progress(&fx), 0);
+    CHECK_EQ_U(opal_btl_usnic_engine_next_deadline(&fx.eng), UINT64_MAX);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
+          UNIT_TEST(test_hotel_eviction_on_timeout), UNIT_TEST(test_hotel_next_deadline_over_endpoints),
+          UNIT_TEST(test_timer_expiry_then_resend), UNIT_TEST(test_timer_expiry_chunk_resend),
+          UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),
+          UNIT_TEST(test_rejected_ack_has_no_side_effects), UNIT_TEST(test_receiver_reports_premature_and_repaired),
+          UNIT_TEST(test_rto_backoff_table), UNIT_TEST(test_rto_backoff_monotone),
           UNIT_TEST(test_rtt_update_first_sample), UNIT_TEST(test_rtt_update_convergence),
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),
-          UNIT_TEST(test_backoff_capped_while_peer_alive),
-          UNIT_TEST(test_sack_repairs_holes),
+          UNIT_TEST(test_backoff_capped_while_peer_alive), UNIT_TEST(test_sack_repairs_holes),
           UNIT_TEST(test_timeout_retransmits_only_oldest), UNIT_TEST(test_partial_ack_retransmits_next_hole),
-          UNIT_TEST(test_partial_ack_spares_recent_hole),
-          UNIT_TEST(test_dup_ack_overdue_retransmits_again), UNIT_TEST(test_next_deadline_never_late),
-          UNIT_TEST(test_peer_timeout_fires_once), UNIT_TEST(test_peer_timeout_not_while_acks_advance),
-          UNIT_TEST(test_peer_timeout_idle_endpoint), UNIT_TEST(test_bug_peer_timeout_late_after_retransmission),
-          UNIT_TEST(test_no_timer_while_nothing_in_flight), UNIT_TEST(test_send_paths_use_owner_clock))
+          UNIT_TEST(test_partial_ack_spares_recent_hole), UNIT_TEST(test_dup_ack_overdue_retransmits_again),
+          UNIT_TEST(test_next_deadline_never_late), UNIT_TEST(test_peer_timeout_fires_once),
+          UNIT_TEST(test_peer_timeout_not_while_acks_advance), UNIT_TEST(test_peer_timeout_idle_endpoint),
+          UNIT_TEST(test_bug_peer_timeout_late_after_retransmission), UNIT_TEST(test_no_timer_while_nothing_in_flight),
+          UNIT_TEST(test_send_paths_use_owner_clock))

@@ -1,0 +1,347 @@
+/*
+ * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
+ *
+ * The posting layer: every datagram the engine sends leaves through here.
+ * First transmissions (the next sequence number, the current ACK stamped
+ * on, sealed, posted, checked into the hotel), retransmissions from the
+ * resend list, explicit ACKs and goodbyes, copies nobody ACKs, the
+ * channels' credits, and the send queue of each endpoint.  Above the
+ * ACK state of both directions (btl_usnic_acktr.c, btl_usnic_ack.c),
+ * which posts nothing itself; below PUT (btl_usnic_put.c) and the send
+ * progression (btl_usnic_send.c).
+ *
+ * Design notes
+ * ------------
+ * Retransmissions go through the engine's resend list; the send progression
+ * reposts at most max_resends_per_iteration of them per pass, always on the
+ * data channel, so that retransmissions never crowd ACKs off the priority
+ * channel.
+ */
+#include "opal_config.h"
+
+#include <string.h>
+
+#include "btl_usnic_ack.h"
+#include "btl_usnic_acktr.h"
+#include "btl_usnic_auth.h"
+#include "btl_usnic_complete.h"
+#include "btl_usnic_endpoint.h"
+#include "btl_usnic_frag.h"
+#include "btl_usnic_post.h"
+
+/* ----- first transmissions ----- */
+
+static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                           opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    --eng->credits[channel];
+    eng->away_next = 0; /* the owner just sent: resend_away's back-off starts afresh */
+    eng->away_interval = 0;
+    opal_btl_usnic_hotel_checkin(eng, ep, seg);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_total_sends);
+}
+
+/* Stamp the current ACK on |hdr| without paying the debt yet: the debt is
+ * paid (opal_btl_usnic_ack_piggyback) only once the segment really left.
+ * Returns whether an ACK was owed. */
+static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr)
+{
+    hdr->flags = (uint8_t) ((hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON) |
+                            (ep->rx.ack_owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0));
+    opal_btl_usnic_ack_stamp(eng, ep, hdr);
+    return ep->rx.ack_owed;
+}
+
+/* Nonce and tag of a datagram of |len| bytes at |hdr| followed by
+ * |ext_len| bytes at |ext| (a payload gathered from elsewhere) */
+static void seal_parts(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                       size_t len, const uint8_t *ext, size_t ext_len)
+{
+    uint64_t nonce = ep->tx.nonce++;
+    hdr->nonce = opal_btl_usnic_wire64(nonce);
+    memset(hdr->mac, 0, sizeof(hdr->mac));
+    if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {
+        return;
+    }
+    if (OPAL_BTL_USNIC_PROTECT_FULL == eng->p.protect) {
+        opal_btl_usnic_mac_tag2(&ep->tx.mac, nonce, (const uint8_t *) hdr, len, ext, ext_len, hdr->mac);
+    } else {
+        opal_btl_usnic_mac_tag(&ep->tx.mac, nonce, (const uint8_t *) hdr, opal_btl_usnic_hdr_len(hdr->type),
+                               hdr->mac);
+    }
+}
+
+void opal_btl_usnic_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
+                         size_t len)
+{
+    seal_parts(eng, ep, hdr, len, NULL, 0);
+}
+
+void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                             opal_btl_usnic_send_seg_t *seg)
+{
+    /* full protection covers a gathered payload where it lies (engine_init
+     * gathers under full protection only where the MAC streams) */
+    seal_parts(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg), seg->ext_data, seg->ext_len);
+}
+
+int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                        opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    opal_btl_usnic_seq_t seq = ep->tx.next_seq;
+    seg->seq = seq;
+    seg->ep = ep;
+    seg->hdr->seq = opal_btl_usnic_wire32(seq);
+    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
+    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
+    seg->channel = (uint8_t) channel; /* a completion inside post credits this channel */
+    opal_btl_usnic_seg_seal(eng, ep, seg);
+    int rc = eng->wire->post(eng, ep, seg, channel);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags = 0;
+        if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+            OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
+        } else {
+            eng->up->peer_failed(eng, ep, rc);
+        }
+        return rc;
+    }
+    if (ack_was_owed) {
+        /* the debt is paid only now that the ACK really left */
+        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
+    }
+    ep->tx.next_seq = seq + 1;
+    ep->tx.sent[seq % ep->window] = seg;
+    seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
+    ep->tx.in_flight_charge += seg->charge;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
+        ++ep->tx.data_unacked;
+    }
+    uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
+    if (in_flight > eng->stats.max_sent_window) {
+        eng->stats.max_sent_window = in_flight;
+    }
+    post_succeeded(eng, ep, seg, channel);
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_small_frag_gather(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t *frag)
+{
+    uint8_t *payload = opal_btl_usnic_seg_payload(&frag->seg, sizeof(opal_btl_usnic_hdr_t));
+    size_t len = 0;
+    for (uint32_t i = 0; i < frag->base.des_segment_count; ++i) {
+        mca_btl_base_segment_t *s = &frag->segments[i];
+        if ((uint8_t *) s->seg_addr.pval != payload + len) {
+            memmove(payload + len, s->seg_addr.pval, s->seg_len);
+        }
+        len += s->seg_len;
+    }
+    frag->total_len = len;
+    opal_btl_usnic_hdr_fill(eng, frag->seg.hdr, OPAL_BTL_USNIC_PKT_FRAG, 0, len, frag->tag);
+    frag->seg.wire_len = (uint32_t) (sizeof(opal_btl_usnic_hdr_t) + len);
+    /* The descriptor now describes one contiguous block in our buffer */
+    frag->segments[0].seg_addr.pval = payload;
+    frag->segments[0].seg_len = len;
+    frag->base.des_segment_count = 1;
+}
+
+void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag)
+{
+    frag->ep = ep;
+    if (ep->failed) {
+        opal_btl_usnic_frag_fail(ep->eng, frag, OPAL_ERR_UNREACH);
+        return;
+    }
+    if (OPAL_BTL_USNIC_FRAG_SMALL == frag->kind) {
+        /* copy now so the user's buffer is free as soon as we call back */
+        opal_btl_usnic_small_frag_gather(ep->eng, frag);
+    }
+    frag->queued = true;
+    opal_list_append(&ep->tx.queue, &frag->base.super.super);
+    opal_btl_usnic_check_rts(ep);
+}
+
+int opal_btl_usnic_chunk_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                  opal_btl_usnic_send_seg_t *seg)
+{
+    int rc = opal_btl_usnic_seg_post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->frag = NULL;
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED; /* never posted: straight back to its list */
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
+    }
+    return rc;
+}
+
+/* ----- retransmissions ----- */
+
+/* Repost one segment from the resend list.  Returns the post result. */
+static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    opal_btl_usnic_endpoint_t *ep = seg->ep;
+    bool ack_was_owed = stamp_ack(eng, ep, seg->hdr);
+    seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
+    if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT) {
+        seg->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT;
+    }
+    seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL != seg->channel) {
+        ++ep->tx.data_unacked; /* its copy is a data-channel segment from now on */
+    }
+    seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
+    opal_btl_usnic_seg_seal(eng, ep, seg);
+    int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+        return rc;
+    }
+    if (ack_was_owed) {
+        opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
+    }
+    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT;
+    if (seg->retries < UINT8_MAX) {
+        ++seg->retries;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_resends);
+    post_succeeded(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    return OPAL_SUCCESS;
+}
+
+/* max_resends_per_iteration, but at least a whole batch (a lost batch
+ * goes again as one) */
+static uint32_t resend_budget(const opal_btl_usnic_engine_t *eng)
+{
+    uint32_t quantum = opal_btl_usnic_send_quantum(eng);
+    return eng->p.max_resends_per_iteration > quantum ? eng->p.max_resends_per_iteration : quantum;
+}
+
+int opal_btl_usnic_resends_post(opal_btl_usnic_engine_t *eng)
+{
+    int posted = 0;
+    uint32_t budget = resend_budget(eng);
+    opal_list_item_t *item = opal_list_get_first(&eng->resend_segs);
+    while (item != opal_list_get_end(&eng->resend_segs) && (uint32_t) posted < budget &&
+           opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL)) {
+        opal_list_item_t *next = opal_list_get_next(item);
+        opal_btl_usnic_send_seg_t *seg = (opal_btl_usnic_send_seg_t *) item;
+        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_POSTED) {
+            item = next; /* the provider still owns the buffer: later */
+            continue;
+        }
+        opal_list_remove_item(&eng->resend_segs, item);
+        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
+        if (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) {
+            item = next; /* the peer reported it held since it was queued */
+            continue;
+        }
+        int rc = resend_segment(eng, seg);
+        if (OPAL_SUCCESS != rc) {
+            seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND;
+            opal_list_prepend(&eng->resend_segs, item);
+            if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+                OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
+            } else {
+                eng->up->peer_failed(eng, seg->ep, rc);
+            }
+            break;
+        }
+        ++posted;
+        item = next;
+    }
+    return posted;
+}
+
+/* ----- segments nobody ACKs ----- */
+
+int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                                opal_btl_usnic_send_seg_t *seg, int channel)
+{
+    seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED | OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    seg->channel = (uint8_t) channel;
+    opal_btl_usnic_seg_seal(eng, ep, seg);
+    int rc = eng->wire->post(eng, ep, seg, channel);
+    if (OPAL_SUCCESS != rc) {
+        seg->flags = OPAL_BTL_USNIC_SEG_FLAG_ACKED;
+        opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
+        return rc;
+    }
+    --eng->credits[channel];
+    return OPAL_SUCCESS;
+}
+
+void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
+{
+    seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
+    ++eng->credits[seg->channel];
+    opal_btl_usnic_seg_release_if_done(&eng->pool, seg);
+}
+/* ----- explicit ACKs and goodbyes ----- */
+
+/* Post one explicit ACK to |ep|, with |flags| added (BYE).  Returns
+ * OPAL_SUCCESS or the post error. */
+static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
+{
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(&eng->pool);
+    if (NULL == seg) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_seq_t value = opal_btl_usnic_ack_value(ep);
+    opal_btl_usnic_ack_hdr_t *ah = (opal_btl_usnic_ack_hdr_t *) seg->hdr;
+    opal_btl_usnic_hdr_fill(eng, &ah->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
+    opal_btl_usnic_ack_stamp(eng, ep, &ah->hdr);
+    ah->hdr.flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
+    memset(ah->reserved, 0, sizeof(ah->reserved));
+    memset(ah->range, 0, sizeof(ah->range));
+    ah->nranges = (uint8_t) opal_btl_usnic_sack_ranges_fill(ep, ah->range);
+    seg->wire_len = sizeof(*ah);
+    seg->ep = ep;
+    int rc = opal_btl_usnic_post_unacked(eng, ep, seg, OPAL_BTL_USNIC_PRIORITY_CHANNEL);
+    if (OPAL_SUCCESS != rc) {
+        return rc;
+    }
+    opal_btl_usnic_ack_sent(eng, ep, value);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_ack_sends);
+    return OPAL_SUCCESS;
+}
+
+int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
+{
+    int posted = 0;
+    opal_list_item_t *item = opal_list_get_first(&eng->endpoints_needing_ack);
+    while (item != opal_list_get_end(&eng->endpoints_needing_ack)) {
+        opal_list_item_t *next = opal_list_get_next(item);
+        opal_btl_usnic_endpoint_t *ep =
+            (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, rx.ack_item));
+        if (ep->rx.ack_due_tick <= eng->tick && ep->rx.ack_due_time <= eng->now && !ep->failed) {
+            if (eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
+                break;
+            }
+            int rc = ack_send(eng, ep, 0);
+            if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
+                OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
+                break;
+            }
+            opal_btl_usnic_ack_forget(eng, ep);
+            if (OPAL_SUCCESS == rc) {
+                ++posted;
+            } else {
+                eng->up->peer_failed(eng, ep, rc);
+            }
+        }
+        item = next;
+    }
+    return posted;
+}
+
+int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->failed || ep->departed || eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_BYE);
+    if (OPAL_SUCCESS == rc) {
+        opal_btl_usnic_ack_forget(eng, ep);
+        OPAL_BTL_USNIC_STAT_INC(eng, num_bye_sends);
+    }
+    return rc;
+}

@@ -1,38 +1,44 @@
 #!/usr/bin/env bash
 #
-# init-time.sh: MPI_Init + MPI_Finalize of a 2-rank job on this host, for
-# the usnic BTL on each wire and btl/tcp (bench/init_time.c), in one
+# init-time.sh: MPI_Init and MPI_Finalize of a 2-rank job on this host
+# (bench/init_time.c) for the usnic BTL on each wire and btl/tcp, in one
 # table.  Runs interleave the transports; the table gives medians of
 # MPI_Init (to the end of a first broadcast, slowest rank), MPI_Finalize
-# (rank 0) and the whole mpirun, and usnic's ratios to tcp.
+# (rank 0) and the whole mpirun, and usnic's ratios to tcp in the same run.
 #
 #   bash bench/init-time.sh
 #   INIT_RUNS=11 bash bench/init-time.sh
+#   BASE_DIR=bench/build/baseline-components bash bench/init-time.sh
+#       (adds usnic_base: the plugin in that component directory, as
+#        patterns.sh's BASELINE_PLUGIN leaves it)
 
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD_DIR="$BENCH_DIR/build"
+# shellcheck source=lib.sh
+. "$BENCH_DIR/lib.sh"   # bench_build, transport_args, vm_state
 RUNS=${INIT_RUNS:-7}
+BASE_DIR=${BASE_DIR:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-mkdir -p "$BUILD_DIR" || exit 2
-mpicc -O2 -Wall -Wextra -Werror -o "$BUILD_DIR/init_time" "$BENCH_DIR/init_time.c" || exit 2
-
+bench_build init_time cacheline || exit 2
+TA_USNIC=()   # no verbose lines, no statistics
 TRANSPORTS=(usnic usnic_ofi tcp)
-declare -A BTL=([usnic]="usnic,self --mca btl_usnic_if_include lo"
-                [usnic_ofi]="usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_wire ofi"
-                [tcp]="tcp,self --mca btl_tcp_if_include lo")
+[[ -n $BASE_DIR && -f $BASE_DIR/mca_btl_usnic.so ]] && TRANSPORTS+=(usnic_base)
+
 declare -A INIT FIN WALL
+states=""
 for run in $(seq 1 "$RUNS"); do
+    read -r st _ < <(vm_state)
+    states+="$(state_letter "$st")"
     for t in "${TRANSPORTS[@]}"; do
+        transport_args "$t"
         start=$(date +%s%N)
-        # shellcheck disable=SC2086
-        line=$(timeout 120 mpirun --allow-run-as-root --bind-to core -np 2 --mca pml ob1 \
-               --mca btl ${BTL[$t]} "$BUILD_DIR/init_time" 2>&1 | grep '^init_ms')
+        line=$(env ${TENV[@]+"${TENV[@]}"} timeout 120 mpirun --allow-run-as-root --bind-to core -np 2 \
+               "${TARGS[@]}" "$BENCH_BIN/init_time" 2>&1 | grep '^init_ms')
         wall=$(( ($(date +%s%N) - start) / 1000000 ))
         read -r _ init _ fin <<<"$line"
-        [[ -n "$init" ]] || { echo "run $run over $t failed"; continue; }
+        [[ -n ${init:-} ]] || { echo "run $run over $t failed"; continue; }
         INIT[$t]+="$init "; FIN[$t]+="$fin "; WALL[$t]+="$wall "
     done
 done
@@ -46,4 +52,4 @@ for t in "${TRANSPORTS[@]}"; do
     i=$(median <<<"${INIT[$t]:-}"); f=$(median <<<"${FIN[$t]:-}"); w=$(median <<<"${WALL[$t]:-}")
     printf '%-10s %10s %12s %10s %10s %10s\n' "$t" "$i" "$f" "$w" "$(ratio "$i" "$ti")" "$(ratio "$w" "$tw")"
 done
-echo "(medians of $RUNS interleaved runs, 2 ranks bound to cores)"
+echo "(medians of $RUNS interleaved runs, 2 ranks bound to cores; VM state per run: $states)"

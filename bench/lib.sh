@@ -7,7 +7,7 @@
 #   BENCH_BIN                  where they are built: bench/build (Open MPI
 #                              4.1), bench/build-ompi<x.y> for another series
 #   bench_build NAME...        builds BENCH_BIN/NAME for each NAME: perf,
-#                              patterns, goodput, scale, spawn_time and
+#                              patterns, goodput, scale, spawn_time, init_time and
 #                              usnic_demo (demo/) with mpicc; cacheline,
 #                              udp_raw, stalls, reap and xhost_stream
 #                              (test/hosts/) with cc; -O2 -Wall -Wextra
@@ -112,7 +112,7 @@ bench_build_in() {
     for name in "$@"; do
         cc=cc cflags=(-O2 -Wall -Wextra -Werror)
         case $name in
-            perf | patterns | goodput | scale | spawn_time) cc=mpicc src=$BENCH_DIR/$name.c ;;
+            perf | patterns | goodput | scale | spawn_time | init_time) cc=mpicc src=$BENCH_DIR/$name.c ;;
             usnic_demo) cc=mpicc src=$REPO_DIR/demo/usnic_demo.c ;;
             cacheline) src=$BENCH_DIR/cacheline.c cflags+=(-pthread) ;;
             udp_raw | stalls | reap) src=$BENCH_DIR/$name.c ;;

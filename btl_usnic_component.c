@@ -212,18 +212,13 @@ static bool sockets_usable(const opal_btl_usnic_device_list_t *list)
     return false;
 }
 
-/* The devices of |provider| on the wire btl_usnic_wire asks for; auto
- * serves udp with the socket wire where a socket can be had (libfabric's
- * udp is kernel sockets itself: nothing is lost, the socket wire sends
- * large datagrams and batches, and libfabric is never loaded), every
- * other provider (usnic hardware) with the ofi wire.  |*wire| says which
- * wire found them. */
+/* The devices of |provider| on the wire btl_usnic_wire asks for
+ * (opal_btl_usnic_wire_choose).  |*wire| says which wire found them. */
 static int devices_of(const char *provider, const opal_btl_usnic_transport_t **wire,
                       opal_btl_usnic_device_list_t *list, char *why, size_t len)
 {
-    int kind = opal_btl_usnic_globals.wire;
-    bool socket = OPAL_BTL_USNIC_WIRE_SOCKET == kind || (OPAL_BTL_USNIC_WIRE_AUTO == kind && 0 == strcmp(provider, "udp"));
-    if (socket) {
+    int kind = opal_btl_usnic_wire_choose(opal_btl_usnic_globals.wire, provider);
+    if (OPAL_BTL_USNIC_WIRE_OFI != kind) {
         *wire = &opal_btl_usnic_wire_sock;
         int rc = (*wire)->discover("udp", list, why, len);
         if (OPAL_SUCCESS != rc || OPAL_BTL_USNIC_WIRE_SOCKET == kind || sockets_usable(list)) {

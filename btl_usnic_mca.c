@@ -250,8 +250,8 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
     }
     ok &= reg_int("max_datagram",
                   "Largest datagram (bytes, our header included) on the data channel; 0 = as large as the wire and "
-                  "the interface MTU allow (the socket wire: MTU - 28, at most 65507; ofi on udp: 1472).  Peers use "
-                  "the smaller of their two values",
+                  "the interface MTU allow (the socket wire: MTU - 28, at most 65000; ofi on udp: 1472).  Values "
+                  "above 65000 act as 65000.  Peers use the smaller of their two values",
                   0, 0, 65507, OPAL_INFO_LVL_5, &c->max_datagram);
     if (0 != c->max_datagram && c->max_datagram < OPAL_BTL_USNIC_MIN_MTU) {
         char value[32];

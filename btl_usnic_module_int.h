@@ -34,6 +34,21 @@ static inline opal_btl_usnic_endpoint_t *opal_btl_usnic_peer_of_id(opal_btl_usni
 }
 
 /* btl_usnic_peers.c */
+
+/* The first sequence number of the stream from the module whose modex ISN
+ * is |from| to the one whose ISN is |to|.  The module ISN alone would start
+ * all of a sender's streams together, and a datagram of one pair replayed
+ * to another receiver of the same sender could land in its window (with
+ * protection none nothing else stops it); offset by a scramble of the
+ * receiver's random ISN, each pair starts apart.  Both ends compute it from
+ * the modex alone. */
+static inline uint32_t opal_btl_usnic_pair_isn(uint32_t from, uint32_t to)
+{
+    uint32_t m = to * 0x9e3779b1u; /* odd: a bijection, as is the shift-xor */
+    m ^= m >> 15;
+    return from + m;
+}
+
 /* opal_btl_usnic_peer_of_id as the engine's lookup function */
 opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender);
 int opal_btl_usnic_add_procs(struct mca_btl_base_module_t *btl, size_t nprocs, struct opal_proc_t **procs,

@@ -147,20 +147,6 @@ static int endpoint_keys(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     return OPAL_SUCCESS;
 }
 
-/* The first sequence number of the stream from the module whose modex ISN
- * is |from| to the one whose ISN is |to|.  The module ISN alone would start
- * all of a sender's streams together, and a datagram of one pair replayed
- * to another receiver of the same sender could land in its window (with
- * protection none nothing else stops it); offset by a scramble of the
- * receiver's random ISN, each pair starts apart.  Both ends compute it from
- * the modex alone. */
-static uint32_t pair_isn(uint32_t from, uint32_t to)
-{
-    uint32_t m = to * 0x9e3779b1u; /* odd: a bijection, as is the shift-xor */
-    m ^= m >> 15;
-    return from + m;
-}
-
 static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, const opal_btl_usnic_modex_t *remote,
                            opal_btl_usnic_endpoint_t **ep_p)
 {
@@ -173,7 +159,8 @@ static int endpoint_create(opal_btl_usnic_module_t *module, opal_proc_t *proc, c
     bool added = false;
     uint32_t window = effective_window(module, remote);
     uint32_t ours = module->local_modex.isn, theirs = remote->isn;
-    int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, pair_isn(ours, theirs), pair_isn(theirs, ours));
+    int rc = opal_btl_usnic_endpoint_init_rel(ep, &module->eng, window, opal_btl_usnic_pair_isn(ours, theirs),
+                                              opal_btl_usnic_pair_isn(theirs, ours));
     if (OPAL_SUCCESS == rc) {
         rc = endpoint_keys(module, ep, remote);
     }

@@ -32,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "btl_usnic_device.h"
 #include "btl_usnic_engine.h"
@@ -44,6 +45,27 @@ typedef enum {
     OPAL_BTL_USNIC_WIRE_OFI = 1,    /* libfabric */
     OPAL_BTL_USNIC_WIRE_SOCKET = 2, /* kernel UDP sockets with GSO/GRO */
 } opal_btl_usnic_wire_kind_t;
+
+/**
+ * Which wire serves the devices of libfabric provider name |provider|
+ * when btl_usnic_wire is |param|: OPAL_BTL_USNIC_WIRE_SOCKET or _OFI, or
+ * OPAL_BTL_USNIC_WIRE_AUTO for "the socket wire if a socket can be had on
+ * one of the devices it finds, else ofi".  socket and ofi as asked; auto
+ * serves udp with the socket wire where a socket can be had (libfabric's
+ * udp is kernel sockets itself: nothing is lost, the socket wire sends
+ * large datagrams and batches, and libfabric is never loaded), every
+ * other provider (usnic hardware) with the ofi wire.  Pure.
+ */
+static inline int opal_btl_usnic_wire_choose(int param, const char *provider)
+{
+    if (OPAL_BTL_USNIC_WIRE_SOCKET == param) {
+        return OPAL_BTL_USNIC_WIRE_SOCKET;
+    }
+    if (OPAL_BTL_USNIC_WIRE_AUTO == param && 0 == strcmp(provider, "udp")) {
+        return OPAL_BTL_USNIC_WIRE_AUTO;
+    }
+    return OPAL_BTL_USNIC_WIRE_OFI;
+}
 
 struct opal_btl_usnic_modex_t;
 

@@ -7,8 +7,8 @@
  * Why: libfabric's udp provider sends one datagram of at most 1472 bytes
  * per sendto(), and each costs microseconds of kernel time; bulk data
  * needs fewer, larger sends.  This wire
- *  - uses datagrams as large as the interface MTU allows (MTU - 28: 65507
- *    bytes on loopback, 8972 on jumbo frames), with the DF bit set: never
+ *  - uses datagrams as large as the interface MTU allows (MTU - 28, capped
+ *    at 65000: 65000 on loopback, 8972 on jumbo frames), with the DF bit set: never
  *    IP fragmentation;
  *  - sends the data segments posted to one peer in a row as one sendmsg
  *    with UDP_SEGMENT (segmentation offload: the kernel or the NIC cuts

@@ -13,7 +13,6 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic_auth.h"
-#include "btl_usnic_batch.h"
 #include "btl_usnic_engine_core.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_seq.h"
@@ -25,7 +24,8 @@ struct mca_btl_base_endpoint_t {
     opal_proc_t *proc;                   /* NULL in engine tests */
     uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
     uint64_t peer_addr[2];               /* the wire's address of the peer, per channel */
-    opal_btl_usnic_gso_path_t gso;       /* socket wire: what it learned of the path's offload */
+    void *wire_peer;                     /* the wire's own state of this peer (socket wire: what it
+                                            learned of the path's offload); the engine never reads it */
     bool failed;                         /* unreachable: fail all sends */
     bool departed;                       /* said goodbye (BYE): finalized, takes nothing more */
 

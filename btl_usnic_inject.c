@@ -167,6 +167,14 @@ static void inject_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_end
     module->inject->inner->post_wait(module, ep, seg, channel);
 }
 
+static void inject_describe_peer(opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, char *buf,
+                                 size_t len)
+{
+    if (NULL != module->inject->inner->describe_peer) {
+        module->inject->inner->describe_peer(module, ep, buf, len);
+    }
+}
+
 static int inject_progress(opal_btl_usnic_module_t *module)
 {
     inject_release_held(module); /* never hold a datagram across passes */
@@ -228,6 +236,7 @@ static const opal_btl_usnic_transport_t inject_transport = {
     .open = inject_open,
     .add_peer = inject_add_peer,
     .del_peer = inject_del_peer,
+    .describe_peer = inject_describe_peer,
     .engine = {.post = inject_post, .flush = inject_flush},
     .post_wait = inject_post_wait,
     .progress = inject_progress,

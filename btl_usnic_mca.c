@@ -501,9 +501,8 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
          * (what the peer may be waiting for from us) of this peer */
         char oldest[96] = "", path[48] = "";
         describe_oldest(ep, oldest, sizeof(oldest));
-        if (NULL != module->sock) { /* the socket wire: what it learned of the path's offload */
-            snprintf(path, sizeof(path), " gso_segs=%u gso_bytes=%u", (unsigned) ep->gso.max_segs,
-                     (unsigned) ep->gso.max_bytes);
+        if (NULL != module->transport->describe_peer) {
+            module->transport->describe_peer(module, ep, path, sizeof(path));
         }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
                     "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "

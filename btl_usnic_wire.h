@@ -114,8 +114,13 @@ typedef struct opal_btl_usnic_transport_t {
      * OPAL_ERR_UNREACH (with help shown) if the wire cannot address it. */
     int (*add_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                     const struct opal_btl_usnic_modex_t *remote);
-    /* |ep| goes away: forget its address */
+    /* |ep| goes away: forget its address and what the wire kept of it
+     * (ep->wire_peer, the wire's own slot in the endpoint) */
     void (*del_peer)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep);
+    /* What the wire knows of |ep| that the statistics should show (" key=value ..."
+     * into |buf|); NULL: nothing */
+    void (*describe_peer)(struct opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, char *buf,
+                          size_t len);
     /**
      * The engine's downward table itself (btl_usnic_engine_core.h: post
      * one datagram, flush what post held back for a batch), bound by

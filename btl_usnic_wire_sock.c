@@ -50,6 +50,7 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic.h"
+#include "btl_usnic_batch.h"
 #include "btl_usnic_module_int.h"
 
 #ifndef UDP_SEGMENT
@@ -269,6 +270,13 @@ static void give_up_head(opal_btl_usnic_module_t *module, sock_channel_t *ch, in
     tx_complete(module, ch, 1);
 }
 
+/* What this wire keeps of a peer (ep->wire_peer, from add_peer to
+ * del_peer): the offload its path takes; NULL once it is gone */
+static opal_btl_usnic_gso_path_t *peer_path(const opal_btl_usnic_endpoint_t *ep)
+{
+    return (opal_btl_usnic_gso_path_t *) ep->wire_peer;
+}
+
 static void report_gso_fallback(opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, int err,
                                 opal_btl_usnic_gso_verdict_t verdict)
 {
@@ -280,7 +288,7 @@ static void report_gso_fallback(opal_btl_usnic_module_t *module, const opal_btl_
         opal_btl_usnic_verbose(5, "%s: segmentation offload to peer %s failed (%s): falling back to %u datagrams "
                                "and %u bytes per send",
                                module->if_name, opal_btl_usnic_id_str(ep->peer_id).s, strerror(err),
-                               (unsigned) ep->gso.max_segs, (unsigned) ep->gso.max_bytes);
+                               (unsigned) peer_path(ep)->max_segs, (unsigned) peer_path(ep)->max_bytes);
     }
 }
 
@@ -296,12 +304,13 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
         return 0;
     }
     uint32_t n = same_peer_run(ch, SOCK_TX_MSGS);
-    if (n > 1 && opal_btl_usnic_gso_path_on(&ep->gso)) {
+    opal_btl_usnic_gso_path_t *path = peer_path(ep);
+    if (n > 1 && NULL != path && opal_btl_usnic_gso_path_on(path)) {
         uint32_t lens[SOCK_TX_MSGS];
         for (uint32_t i = 0; i < n; ++i) {
             lens[i] = tx_at(ch, i)->seg->wire_len;
         }
-        uint32_t k = opal_btl_usnic_gso_run(&ep->gso, lens, n);
+        uint32_t k = opal_btl_usnic_gso_run(path, lens, n);
         if (k > 1) {
             int err = send_gso(st, ch, k);
             if (0 == err) {
@@ -314,7 +323,7 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
             for (uint32_t i = 0; i < k; ++i) {
                 bytes += lens[i];
             }
-            opal_btl_usnic_gso_verdict_t verdict = opal_btl_usnic_gso_failed(&ep->gso, err, k, lens[0], bytes);
+            opal_btl_usnic_gso_verdict_t verdict = opal_btl_usnic_gso_failed(path, err, k, lens[0], bytes);
             if (OPAL_BTL_USNIC_GSO_NOT_OURS != verdict) {
                 report_gso_fallback(module, ep, err, verdict);
                 return 0; /* the same datagrams again, planned anew */
@@ -614,14 +623,33 @@ static int sock_add_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
     for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
         ep->peer_addr[c] = addr_pack(remote->ipv4, remote->ports[c]);
     }
-    opal_btl_usnic_gso_path_init(&ep->gso, module->sock->gso);
+    opal_btl_usnic_gso_path_t *path = (opal_btl_usnic_gso_path_t *) malloc(sizeof(*path));
+    if (NULL == path) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_gso_path_init(path, module->sock->gso);
+    ep->wire_peer = path;
     return OPAL_SUCCESS;
 }
 
+/* What is queued for |ep| goes to the kernel first (its goodbye among
+ * it); whatever the kernel still refuses is sent without offload */
 static void sock_del_peer(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
+    sock_flush(&module->eng);
+    free(ep->wire_peer);
+    ep->wire_peer = NULL;
+}
+
+/* The path's offload as this wire learned it, for the statistics */
+static void sock_describe_peer(opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, char *buf,
+                               size_t len)
+{
     (void) module;
-    (void) ep;
+    const opal_btl_usnic_gso_path_t *path = peer_path(ep);
+    if (NULL != path) {
+        snprintf(buf, len, " gso_segs=%u gso_bytes=%u", (unsigned) path->max_segs, (unsigned) path->max_bytes);
+    }
 }
 
 /* ===================== open and close ===================== */
@@ -991,6 +1019,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
     .open = sock_open,
     .add_peer = sock_add_peer,
     .del_peer = sock_del_peer,
+    .describe_peer = sock_describe_peer,
     .engine = {.post = sock_post, .flush = sock_flush},
     .post_wait = sock_post_wait,
     .progress = sock_progress,

@@ -208,6 +208,10 @@ typedef struct opal_btl_usnic_engine_t {
 
     opal_btl_usnic_reg_table_t regs; /* regions exposed to PUTs (btl_usnic_reg.c) */
 
+    /* The fast receive path's state (btl_usnic_recv.c), one for every wire */
+    opal_btl_usnic_endpoint_t *fast_deferred; /* whose datagram it took: bookkeeping owed */
+    bool fast_in_upcall;          /* a datagram it took is with the PML right now */
+
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;
 

@@ -556,17 +556,27 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, con
      * nested progress while the PML had it): accepted always. */
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
     bool ack_urgent = false;
+    eng->fast_in_upcall = true;
     bool accepted = segment_accept(eng, ep, hdr, seq, &ack_urgent);
+    eng->fast_in_upcall = false;
     assert(accepted);
     (void) accepted;
     ep->rx.fast_ack_urgent = ep->rx.fast_ack_urgent || ack_urgent;
-    *ep_p = ep;
+    eng->fast_deferred = ep;
+    if (NULL != ep_p) {
+        *ep_p = ep;
+    }
     return OPAL_BTL_USNIC_FAST_TAKEN;
 }
 
-void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, void *buf)
+bool opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng)
 {
-    (void) buf;
+    opal_btl_usnic_endpoint_t *ep = eng->fast_deferred;
+    if (NULL == ep) {
+        return false;
+    }
+    eng->fast_deferred = NULL;
     opal_btl_usnic_ack_schedule(eng, ep, ep->rx.fast_ack_urgent);
     ep->rx.fast_ack_urgent = false;
+    return true;
 }

@@ -54,18 +54,27 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_us
 
 typedef enum {
     OPAL_BTL_USNIC_FAST_DECLINED, /* not for the fast path: nothing changed, use recv_segment */
-    OPAL_BTL_USNIC_FAST_TAKEN,    /* delivered: call opal_btl_usnic_recv_fast_finish() later */
+    OPAL_BTL_USNIC_FAST_TAKEN,    /* delivered: opal_btl_usnic_recv_fast_finish() owed */
     OPAL_BTL_USNIC_FAST_DROPPED,  /* not authentic, or a replay: dropped and counted */
 } opal_btl_usnic_fast_t;
 
+/* May a wire offer a datagram to the fast path now?  Not while one it
+ * took awaits its bookkeeping, nor from inside the PML's upcall of one
+ * (the PML may progress again from there). */
+static inline bool opal_btl_usnic_recv_fast_ready(const opal_btl_usnic_engine_t *eng)
+{
+    return NULL == eng->fast_deferred && !eng->fast_in_upcall;
+}
+
 /**
- * Fast receive path, step 1: if |buf| is a FRAG segment that is next in
- * order (and its successor has not arrived), authenticate it and accept it
- * exactly as opal_btl_usnic_recv_segment() would (the same accept, so the
- * same ACK information taken, window mark, delivery to the PML, counters
- * but num_fast_recvs, and ACK decision), except that the ACK is only
- * decided, not scheduled (TAKEN: set *|ep_p|; the caller later calls
- * opal_btl_usnic_recv_fast_finish()).
+ * Fast receive path, step 1 (only when recv_fast_ready): if |dg| is a
+ * FRAG segment that is next in order (and its successor has not
+ * arrived), authenticate it and accept it exactly as
+ * opal_btl_usnic_recv_segment() would (the same accept, so the same ACK
+ * information taken, window mark, delivery to the PML, counters but
+ * num_fast_recvs, and ACK decision), except that the ACK is only decided,
+ * not scheduled: TAKEN owes opal_btl_usnic_recv_fast_finish() (the
+ * engine remembers whose; *|ep_p|, if not NULL, says too).
  */
 opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg,
                                                opal_btl_usnic_endpoint_t **ep_p);
@@ -81,9 +90,10 @@ typedef struct opal_btl_usnic_rx_state_t {
 
 void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_rx_state_t *st);
 
-/* Fast receive path, step 2: the deferred bookkeeping, scheduling the
- * ACK as step 1 decided. */
-void opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                                     void *buf);
+/* Fast receive path, step 2 (a wire's next full pass, first thing): the
+ * deferred bookkeeping of what step 1 took, scheduling the ACK as it
+ * decided.  False if nothing was owed (then the wire has no buffer to
+ * give back either). */
+bool opal_btl_usnic_recv_fast_finish(opal_btl_usnic_engine_t *eng);
 
 #endif /* OPAL_BTL_USNIC_RECV_H */

@@ -69,10 +69,6 @@ struct opal_btl_usnic_ofi_state {
     struct fid_av *av;
     opal_btl_usnic_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
 
-    bool fast_deferred_valid;  /* a fast-path receive awaits its bookkeeping */
-    bool fast_in_upcall;       /* a fast-path receive is with the PML: no nested fast path, whose
-                                  deferred bookkeeping would overwrite this one's */
-    opal_btl_usnic_endpoint_t *fast_deferred_ep;
     opal_btl_usnic_recv_seg_t *fast_deferred_rseg;
 };
 typedef struct opal_btl_usnic_ofi_state opal_btl_usnic_ofi_state_t;
@@ -501,9 +497,7 @@ static int poll_channel(opal_btl_usnic_module_t *module, int c)
 static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
 {
     opal_btl_usnic_ofi_state_t *ofi = module->ofi;
-    if (ofi->fast_deferred_valid) {
-        ofi->fast_deferred_valid = false;
-        opal_btl_usnic_recv_fast_finish(&module->eng, ofi->fast_deferred_ep, ofi->fast_deferred_rseg->buf);
+    if (opal_btl_usnic_recv_fast_finish(&module->eng)) {
         recv_repost(module, ofi->fast_deferred_rseg);
         opal_btl_usnic_engine_rx_return(&module->eng);
     }
@@ -516,7 +510,7 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
     opal_btl_usnic_ofi_state_t *ofi = module->ofi;
     opal_btl_usnic_channel_t *chan = &ofi->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
     struct fi_cq_msg_entry comp;
-    if (ofi->fast_deferred_valid || ofi->fast_in_upcall) {
+    if (!opal_btl_usnic_recv_fast_ready(&module->eng)) {
         return false;
     }
     fi_addr_t src = FI_ADDR_NOTAVAIL;
@@ -528,19 +522,14 @@ static bool ofi_progress_fast(opal_btl_usnic_module_t *module)
     }
     if (comp.flags & FI_RECV) {
         opal_btl_usnic_recv_seg_t *rseg = recv_seg_of_ctx(comp.op_context);
-        opal_btl_usnic_endpoint_t *ep = NULL;
         opal_btl_usnic_engine_rx_hold(&module->eng); /* re-posted by finish_deferred_fast_recv */
         opal_btl_usnic_fast_t how = OPAL_BTL_USNIC_FAST_DECLINED;
         if (comp.len >= module->caps.prefix && !recv_is_oversized(module, rseg, comp.len)) {
             const opal_btl_usnic_datagram_t dg = datagram_of(module, rseg, comp.len, src);
-            ofi->fast_in_upcall = true;
-            how = opal_btl_usnic_recv_fast(&module->eng, &dg, &ep);
-            ofi->fast_in_upcall = false;
+            how = opal_btl_usnic_recv_fast(&module->eng, &dg, NULL);
         }
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
-            ofi->fast_deferred_valid = true;
-            ofi->fast_deferred_ep = ep;
-            ofi->fast_deferred_rseg = rseg;
+            ofi->fast_deferred_rseg = rseg; /* re-posted when the engine has finished with it */
             return true;
         }
         opal_btl_usnic_engine_rx_return(&module->eng);

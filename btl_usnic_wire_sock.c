@@ -100,9 +100,6 @@ struct opal_btl_usnic_sock_state {
     bool gso;               /* the kernel takes UDP_SEGMENT on our sockets */
 
     uint8_t *fast_buf;      /* the fast path's receive buffer (priority channel) */
-    bool fast_deferred_valid;
-    bool fast_in_upcall;
-    opal_btl_usnic_endpoint_t *fast_deferred_ep;
 
     /* send scratch: one offload send or one sendmmsg */
     struct iovec iov[2 * SOCK_TX_MSGS];
@@ -530,22 +527,13 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
     return count;
 }
 
-static void finish_deferred_fast_recv(opal_btl_usnic_module_t *module)
-{
-    sock_state_t *st = module->sock;
-    if (st->fast_deferred_valid) {
-        st->fast_deferred_valid = false;
-        opal_btl_usnic_recv_fast_finish(&module->eng, st->fast_deferred_ep, st->fast_buf);
-    }
-}
-
 /* One tiny receive of the priority channel for the engine's fast path
  * (see opal_btl_usnic_transport_t.progress_fast) */
 static bool sock_progress_fast(opal_btl_usnic_module_t *module)
 {
     sock_state_t *st = module->sock;
     sock_channel_t *ch = &st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL];
-    if (st->fast_deferred_valid || st->fast_in_upcall) {
+    if (!opal_btl_usnic_recv_fast_ready(&module->eng)) {
         return false;
     }
     struct sockaddr_in sin;
@@ -562,14 +550,9 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         return false;
     }
     const opal_btl_usnic_datagram_t dg = {.buf = st->fast_buf, .len = (size_t) len, .channel = ch->index, .src = src};
-    opal_btl_usnic_endpoint_t *ep = NULL;
-    st->fast_in_upcall = true;
-    opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&module->eng, &dg, &ep);
-    st->fast_in_upcall = false;
+    opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&module->eng, &dg, NULL);
     if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
-        st->fast_deferred_valid = true;
-        st->fast_deferred_ep = ep;
-        return true;
+        return true; /* nothing of fast_buf is kept: the next read may reuse it */
     }
     if (OPAL_BTL_USNIC_FAST_DECLINED == how) {
         opal_btl_usnic_recv_segment(&module->eng, &dg);
@@ -580,7 +563,7 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
 static int sock_progress(opal_btl_usnic_module_t *module)
 {
     sock_state_t *st = module->sock;
-    finish_deferred_fast_recv(module);
+    (void) opal_btl_usnic_recv_fast_finish(&module->eng);
     sock_flush(&module->eng); /* what the kernel did not take last time */
     int count = 0;
     if (!module->prio_found_empty) {

@@ -634,7 +634,7 @@ static void run_record(const fz_record_t *r)
         } else if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             /* its own fragment, then any that completed during its upcall */
             FZ_CHECK(ep == f.ep && OPAL_BTL_USNIC_PKT_FRAG == f.type && f.delivered >= 1);
-            opal_btl_usnic_recv_fast_finish(&S.fx.eng, ep, buf);
+            (void) opal_btl_usnic_recv_fast_finish(&S.fx.eng);
         } else {
             FZ_CHECK(0 == f.delivered && before.total == S.fx.eng.stats.num_total_recvs);
             fx_hand_up(&S.fx.eng, buf, r->len);

@@ -853,7 +853,7 @@ static sim_result_t run_case(const sim_case_t *c)
             side_t *s = sides[i];
             if (s->fast_pending) { /* the module finishes a fast receive at its next progress pass */
                 s->fast_pending = false;
-                opal_btl_usnic_recv_fast_finish(&s->fx.eng, s->fast_ep, NULL);
+                (void) opal_btl_usnic_recv_fast_finish(&s->fx.eng);
             }
             opal_btl_usnic_engine_set_time(&s->fx.eng, sim->now);
             pml_submit(s, &rng);

@@ -284,8 +284,11 @@ static void test_fast_receive_path(void)
     CHECK_EQ(fx.ndels, 1);
     CHECK_EQ(fx.peer_failed_rc, 0);
     CHECK(!ep->rx.ack_owed); /* deferred */
-    opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
+    CHECK(!opal_btl_usnic_recv_fast_ready(&fx.eng)); /* no second one before the bookkeeping */
+    CHECK(opal_btl_usnic_recv_fast_finish(&fx.eng));
     CHECK(ep->rx.ack_owed);
+    CHECK(opal_btl_usnic_recv_fast_ready(&fx.eng));
+    CHECK(!opal_btl_usnic_recv_fast_finish(&fx.eng)); /* nothing owed twice */
     /* a duplicate (sent again: a new nonce) is not for the fast path;
      * a copy of the same datagram (the same nonce) is dropped as a replay */
     CHECK_EQ(fast(&fx, buf, len, &got_ep), DECLINED);
@@ -335,7 +338,7 @@ static void test_fast_receive_path(void)
     seq = 54;
     len = fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq));
     CHECK_EQ(fast(&fx, buf, len, &got_ep), TAKEN);
-    opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
+    (void) opal_btl_usnic_recv_fast_finish(&fx.eng);
     CHECK_EQ(fx.ndels, 5);
     CHECK_EQ(fx.peer_failed_rc, 0);
     CHECK_EQ_U(fx.eng.stats.num_fast_recvs, 2);
@@ -528,7 +531,7 @@ static void test_fast_path_delivers_what_came_during_upcall(void)
     }
     CHECK_EQ(nested_max_depth, 1);
     CHECK_EQ(ep->rx.nheld, 0);
-    opal_btl_usnic_recv_fast_finish(&fx.eng, ep, buf);
+    (void) opal_btl_usnic_recv_fast_finish(&fx.eng);
     fx_fini(&fx);
 }
 
@@ -589,7 +592,7 @@ static void side_recv(side_t *s, const uint8_t *buf, size_t len)
         opal_btl_usnic_fast_t how = fx_hand_up_fast(&s->fx.eng, copy, len, &ep);
         if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
             ++s->taken;
-            opal_btl_usnic_recv_fast_finish(&s->fx.eng, ep, copy); /* the module's next pass, first thing */
+            (void) opal_btl_usnic_recv_fast_finish(&s->fx.eng); /* the module's next pass, first thing */
             return;
         }
         if (OPAL_BTL_USNIC_FAST_DROPPED == how) {

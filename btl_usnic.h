@@ -39,7 +39,7 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     uint16_t ports[OPAL_BTL_USNIC_NUM_CHANNELS]; /* host byte order */
     uint32_t mtu;               /* max datagram on the data channel */
     uint32_t tiny_mtu;          /* max datagram on the priority channel */
-    uint32_t isn;               /* random; a pair's first sequence numbers derive from both ends' (pair_isn) */
+    uint32_t isn;               /* random; a pair's first sequence numbers derive from both ends' (opal_btl_usnic_pair_isn) */
     uint32_t window;            /* segments we accept un-ACKed */
     uint32_t link_speed_mbps;
     char provider[OPAL_BTL_USNIC_MAX_PROVIDER_NAME];

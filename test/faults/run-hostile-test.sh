@@ -39,7 +39,7 @@ replog=$(mktemp)
 trap 'rm -f "$log" "$injlog" "$replog"' EXIT
 timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 2 --mca pml ob1 --mca btl usnic,self \
     --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_verbose 5 \
-    --mca btl_usnic_stats 3600 "$BUILD/soak" "$SOAK_SECONDS" >"$log" 2>&1 &
+    --mca btl_usnic_stats 3600 ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} "$BUILD/soak" "$SOAK_SECONDS" >"$log" 2>&1 &
 job=$!
 
 # wait for both ranks' ports (priority/data, in rank order)

@@ -19,7 +19,8 @@ failed=0
 mkdir -p "$BUILD"
 mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/incast" "$HERE/incast.c" || { echo "0 passed, 1 failed"; exit 1; }
 out=$(timeout 180 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 4 --mca pml ob1 --mca btl usnic,self \
-      --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 "$BUILD/incast" 32 1048576 2>&1)
+      --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_stats 3600 \
+      ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} "$BUILD/incast" 32 1048576 2>&1)
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS incast" <<<"$out"; then
     echo "ok   incast: 3 x 32 MiB verified"

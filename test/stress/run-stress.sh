@@ -2,7 +2,8 @@
 #
 # run-stress.sh - the randomized differential stress (stress.c, README.md)
 # over the usnic BTL, each run compared case by case with the same cases
-# over vader (same PML and osc: only the BTL differs).
+# over vader (same PML and osc: only the BTL differs; on Open MPI 5.0 its
+# successor sm, test/lib.sh's SHM_BTL).
 #
 #   bash test/stress/run-stress.sh                 CI: a few minutes
 #   bash test/stress/run-stress.sh --minutes 30    soak: fresh seeds until then
@@ -18,8 +19,9 @@
 # A run passes if its cases verify, it did not hang, its digests equal the
 # vader run's, and the usnic BTL really carried it (MPI_T counter > 0).
 #
-# Environment: STRESS_SEED (fresh seed), STRESS_SECONDS, STRESS_BUILD_DIR,
-# MPICC, MPIRUN.  Output: ok/FAIL lines, then "N passed, N failed".
+# Environment: STRESS_SEED (fresh seed), STRESS_SECONDS, STRESS_WATCHDOG
+# (120: seconds one case may take before the ranks report a hang and
+# end), STRESS_BUILD_DIR, MPICC, MPIRUN, USNIC_OMPI (test/lib.sh).  Output: ok/FAIL lines, then "N passed, N failed".
 
 set -u
 set -o pipefail
@@ -29,6 +31,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
 ROOT=$(cd "$HERE/../.." && pwd)
 SECONDS_PER_RUN=${STRESS_SECONDS:-20}
+WATCHDOG=${STRESS_WATCHDOG:-120}   # seconds a case may take before a rank calls it a hang
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 BUILD=${STRESS_BUILD_DIR:-$(series_dir "$HERE/build")}
@@ -71,7 +74,9 @@ LIMITS="$LIMITS,4194304"
 COMMON=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 ${OSC_ARGS[@]+"${OSC_ARGS[@]}"}
         ${OOB_LO[@]+"${OOB_LO[@]}"})
 USNIC=(--mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 15)
-VADER=(--mca btl vader,self)
+# the reference: Open MPI's shared-memory BTL (vader in 4.1, sm in 5.0,
+# where "vader" is only an alias)
+VADER=(--mca btl "$SHM_BTL,self")
 
 # counter NAME LOG: a final-statistics counter summed over all ranks
 counter() {
@@ -110,7 +115,7 @@ run_one() {
     local limit=$((SECONDS_PER_RUN + 240))
     timeout -k 10 "$limit" ${prefix[@]+"${prefix[@]}"} "$MPIRUN" "${COMMON[@]}" "${USNIC[@]}" \
         ${extra[@]+"${extra[@]}"} -np "$np" "$BUILD/stress" --seed "$seed" --limits "$LIMITS" \
-        --digest-file "$udig" "${args[@]}" > "$ulog" 2>&1 < /dev/null
+        --digest-file "$udig" --watchdog "$WATCHDOG" "${args[@]}" > "$ulog" 2>&1 < /dev/null
     local urc=$?
     local cases sent
     cases=$(sed -nE 's/^stress: seed [0-9]+: ([0-9]+) cases.*/\1/p' "$ulog" | tail -1)
@@ -136,7 +141,7 @@ run_one() {
     local vargs=()
     for a in "${args[@]}"; do vargs+=("$a"); done
     timeout -k 10 "$limit" "$MPIRUN" "${COMMON[@]}" "${VADER[@]}" -np "$np" "$BUILD/stress" --seed "$seed" \
-        --limits "$LIMITS" --digest-file "$vdig" "${vargs[@]}" --cases "$cases" --seconds 0 \
+        --limits "$LIMITS" --digest-file "$vdig" --watchdog "$WATCHDOG" "${vargs[@]}" --cases "$cases" --seconds 0 \
         > "$vlog" 2>&1 < /dev/null
     local vrc=$?
     if [[ $vrc -ne 0 ]]; then

@@ -41,7 +41,17 @@
 # (with -Werror), installed there, and the unit, parameter, MPI
 # integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
 # duplication/reordering, incast, two-host, real-client and dgcheck (MPI,
-# PUT, 1% loss) suites run again on it.  Which 5.0:
+# PUT, 1% loss) suites run again on it, then what else the 4.1 leg runs:
+# the MPI_THREAD_MULTIPLE stress with helgrind (the same filter: only
+# races whose first frame is in btl_usnic fail), dead peer (the kill -9
+# case under PRRTE's "--runtime-options recoverable"), the away thread,
+# the attacks on the datagrams and on the connectivity agent (squat-files
+# says "not run": its attacker makes ORTE's session paths), dynamic
+# processes (connect/accept and join through a prte DVM, 5.0's own name
+# server, there being no ompi-server) and the randomized differential
+# stress against sm.  The long ones run shortened by their own knobs,
+# named in the suite's title (fewer cycles, shorter victims and stress
+# runs, hangs called sooner).  Which 5.0:
 #   OMPI5=/prefix   an installation of yours
 #   (unset)         /opt/openmpi-5.0.10 if it is there, else the prebuilt
 #                   tarball in ../shared/openmpi-5/ beside the clone (our

@@ -145,16 +145,16 @@ run_one() {
         > "$vlog" 2>&1 < /dev/null
     local vrc=$?
     if [[ $vrc -ne 0 ]]; then
-        fail "$name: seed $seed" "the vader reference failed (exit $vrc): not the usnic BTL's fault, but nothing was compared" "$vlog"
+        fail "$name: seed $seed" "the $SHM_BTL reference failed (exit $vrc): not the usnic BTL's fault, but nothing was compared" "$vlog"
         return
     fi
     local first
     first=$(diff <(cut -d' ' -f1-4 "$udig") <(cut -d' ' -f1-4 "$vdig") | grep -m1 '^<' | cut -c3-)
     if [[ -n "$first" ]]; then
-        fail "$name: seed $seed" "usnic and vader received different bytes, first in: $first" "$ulog"
+        fail "$name: seed $seed" "usnic and $SHM_BTL received different bytes, first in: $first" "$ulog"
         return
     fi
-    ok "$name: seed $seed, $cases cases verified, digests equal to vader's ($sent usnic segments; $SUMMARY)"
+    ok "$name: seed $seed, $cases cases verified, digests equal to $SHM_BTL's ($sent usnic segments; $SUMMARY)"
 }
 
 # Busy host: hogs_start / hogs_stop (test/lib.sh) around a run
@@ -206,9 +206,25 @@ fi
 run_one "regression: sendrecv of 65530 ints into a nested type" 2 12 --regress sendrecv-nested --cases 30 --
 run_one "regression: ping-ping of 65530 ints into a nested type" 2 12 --regress pingping-nested --cases 30 --
 run_one "regression: put through nested types, fence and pscw" 4 12 --regress osc-nested-put --cases 20 --
-run_one "regression: put of int+double pairs through nested types" 4 12 --regress osc-nested-put-pair --cases 20 --
+if [[ "$LAUNCHER" == orte || -n "${STRESS_FULL:-}" ]]; then
+    run_one "regression: put of int+double pairs through nested types" 4 12 --regress osc-nested-put-pair --cases 20 --
+else
+    not_run "regression: put of int+double pairs through nested types" \
+        "Open MPI $OMPI_SERIES's reference for it (osc/rdma over sm) grows to 8.7 GB per rank and is OOM-killed after ~45 s (the usnic run passes): nothing to compare with; STRESS_FULL=1 runs it"
+fi
 run_one "regression: bcast of one int+double" 4 12 --regress bcast-pair --cases 5 --
 run_one "regression: accumulate + flush_local loop" 3 12 --regress accumulate-flush-local --cases 3 --
+
+# Open MPI 5.0.10 itself corrupts some of the generator's derived-datatype
+# cases (README.md), whatever the BTL: the random rounds would compare
+# usnic with a reference that fails the same cases.  Until the generator
+# avoids 5.0's shapes, as it does 4.1.4's, they are not run there.
+if [[ "$LAUNCHER" != orte && -z "${STRESS_FULL:-}" ]]; then
+    not_run "regression seeds 7, 2, 22 and the fresh-seed rounds" \
+        "Open MPI $OMPI_SERIES corrupts some random derived-datatype cases over every BTL (seed 7 case 80 at 3 ranks fails over sm as over usnic; seed 1918446976295 case 43 over tcp, sm and usnic, its case 25 over sm and tcp: bytes in gaps of the type map and in the data); the generator does not avoid 5.0's shapes yet, so a differential run has no sound reference (STRESS_FULL=1 runs them anyway)"
+    echo "stress: $TOTAL_CASES cases over usnic in $(( $(date +%s) - start ))s"
+    finish
+fi
 
 # Seeds (and rank counts) whose random cases found bugs before their fixes,
 # with the limits above: at 3 ranks, lossless, 7 (a crash in ob1's unpack,

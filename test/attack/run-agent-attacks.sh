@@ -397,7 +397,15 @@ done
 if [ "$held" -lt 131072 ]; then
     fail "$name" "only $held of 131072 names taken" "$LOG_DIR/squat-$H1-0.log"
 else
-    start_job "$logC1" -np 4 --mca orte_tmpdir_base "$LONG_BASE" "$BUILD_DIR/pingpong"
+    # the session directories' base: ORTE's orte_tmpdir_base; PRRTE's
+    # prte_tmpdir_base, for mpirun and the daemons it starts (5.0's mpirun
+    # ignores orte_tmpdir_base: the agents listened in /tmp/prted.PID/1)
+    if [ "$LAUNCHER" = orte ]; then
+        TMPDIR_ARGS=(--mca orte_tmpdir_base "$LONG_BASE")
+    else
+        TMPDIR_ARGS=(--prtemca prte_tmpdir_base "$LONG_BASE")
+    fi
+    start_job "$logC1" -np 4 "${TMPDIR_ARGS[@]}" "$BUILD_DIR/pingpong"
     wait_job
     dirs=$(grep -o 'listening on [^ ]*usnic-cagent-[A-Za-z0-9]*/' "$logC1" | sed 's/listening on //')
     left=$(for d in $dirs; do [ -e "$d" ] && echo "$d"; done | grep -c .)
@@ -416,11 +424,20 @@ PIDS=()
 logC2=$LOG_DIR/jobC2.log
 name="squat-files (nobody made every host's top session directory and the old socket path of every job family)"
 made=0
-for h in "$H1" "$H2"; do
-    n=$(in_ns "$h" "${NOBODY[@]}" "$ATTACK" squat-files "$h" /tmp | sed -n 's/.*made \([0-9]*\) socket.*/\1/p')
-    made=$((made + ${n:-0}))
-done
-if [ "$made" -lt 131072 ]; then
+if [ "$LAUNCHER" = orte ]; then
+    for h in "$H1" "$H2"; do
+        n=$(in_ns "$h" "${NOBODY[@]}" "$ATTACK" squat-files "$h" /tmp | sed -n 's/.*made \([0-9]*\) socket.*/\1/p')
+        made=$((made + ${n:-0}))
+    done
+fi
+if [ "$LAUNCHER" != orte ]; then
+    # agent_attack.c's squat-files makes ORTE's layout (TMP/ompi.HOST.0/
+    # jfN/...); PRRTE's session directories are TMP/prted.PID/JOB, made by
+    # each daemon, so on 5.0 the attack squats nothing the job would use
+    # (it "passed" only because of that).  A PRRTE attacker is C code not
+    # written yet.
+    not_run "$name" "the attacker squats ORTE's session paths (/tmp/ompi.HOST.0/...); PRRTE (Open MPI 5) uses /tmp/prted.PID/JOB, which agent_attack.c does not make yet"
+elif [ "$made" -lt 131072 ]; then
     fail "$name" "only $made of 131072 paths made"
 else
     start_job "$logC2" -np 4 "$BUILD_DIR/pingpong"

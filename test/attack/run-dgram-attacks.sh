@@ -27,6 +27,8 @@
 # Replays of captured datagrams are in test/faults/run-hostile-test.sh,
 # forged PUTs in test/faults/run-put-tests.sh, the agent's attacks in
 # run-agent-attacks.sh.  Needs root.  Ends with "N passed, N failed".
+# Environment: VICTIM_SECONDS (6: the victim's run), VICTIM_GRACE (30: see
+# below), USNIC_OMPI (test/lib.sh: the Open MPI to test).
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +41,10 @@ source "$ROOT/test/report.sh"
 source "$ROOT/test/faults/netns.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 VICTIM_SECONDS=${VICTIM_SECONDS:-6}
+# how long past VICTIM_SECONDS a victim may run before it counts as
+# stalled and is killed (the "none" runs whose attack stalls the job wait
+# this out, three times)
+VICTIM_GRACE=${VICTIM_GRACE:-30}
 
 # nobody must be able to run the attacker: build into a world-readable place
 BUILD=$(mktemp -d /tmp/usnic-attack.XXXXXX)
@@ -86,7 +92,7 @@ job_ports() {
 start_victim() {
     local np=$1 protection=$2
     shift 2
-    "$@" timeout -k 5 $((VICTIM_SECONDS + 30)) "${MPIRUN[@]}" --mca btl_usnic_protection "$protection" -np "$np" \
+    "$@" timeout -k 5 $((VICTIM_SECONDS + VICTIM_GRACE)) "${MPIRUN[@]}" --mca btl_usnic_protection "$protection" -np "$np" \
         "$BUILD/victim" "$VICTIM_SECONDS" >"$LOG" 2>&1 &
     JOB=$!
     for _ in $(seq 1 150); do
@@ -119,7 +125,7 @@ effect() {
         what+=("forged values reached MPI_Recv ($(grep -m1 -oE 'counter [0-9]+ arrived as 0x[0-9a-f]+' "$LOG"))")
     grep -q 'received signal' "$LOG" && what+=("a rank crashed ($(grep -m1 -oE 'Signal: [A-Za-z ]+' "$LOG"))")
     if [[ $VRC -eq 124 || $VRC -eq 137 ]]; then
-        what+=("the job stalled (killed after $((VICTIM_SECONDS + 30)) s)")
+        what+=("the job stalled (killed after $((VICTIM_SECONDS + VICTIM_GRACE)) s)")
     elif [[ ${#what[@]} -eq 0 ]]; then
         what+=("the job failed (exit $VRC)")
     fi

@@ -15,6 +15,24 @@
 #
 #   bash test/dynamic/run-dynamic-tests.sh       # as root, about 2 minutes
 #
+# Open MPI 5.0 (PRRTE; test/lib.sh's LAUNCHER=prrte) differs in three
+# ways, handled here:
+#   - there is no ompi-server: the pair cases (connect/accept, join) start
+#     a persistent PRRTE DVM ("prte --report-uri FILE"), whose PMIx server
+#     is the name server both jobs share, and launch both jobs into it
+#     with "prun --dvm-uri file:FILE".  The suite's --mca settings go into
+#     the DVM's environment as OMPI_MCA_K=V (its ranks inherit it; prun's
+#     own "-x K=V" loses every variable after the second here), and
+#     --tag-output becomes --output tag.  "mpirun --dvm file:FILE" (and pid:, uri:) is the
+#     documented way, but Open MPI 5.0.10's mpirun/prterun die of SIGSEGV
+#     with any --dvm argument here, and two plain mpiruns hang in
+#     MPI_Comm_connect (no common server);
+#   - --tag-output tags mpirun's own job only ("[1,0]<stdout>: ", with a
+#     space); the jobs it spawns print untagged, so on PRRTE the spawned
+#     children's lines are the untagged ones (CHILD);
+#   - nothing else: spawn, spawn_multiple, cycles, valgrind, linger and
+#     mpi4py.futures run as on 4.1.
+#
 # Environment: DYN_TEST_BUILD_DIR (default test/dynamic/build; logs in its
 # logs/), TEST_TIMEOUT (seconds per mpirun, 90), CYCLES (20), VG_CYCLES (3),
 # LOSS_RATE (1), PYTHON (/usr/bin/python3, where Debian's mpi4py is).
@@ -46,6 +64,9 @@ MPIRUN_ARGS=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --tag-outp
              --mca btl_tcp_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"}
              --mca btl_usnic_stats 15)
 EXTRA_ARGS=()
+# the lines of the (first) spawned job: its --tag-output tag on ORTE,
+# untagged on PRRTE (see above; job_lines takes "-" for untagged)
+if [ "$LAUNCHER" = orte ]; then CHILD="[2,"; else CHILD=-; fi
 DYN_PIDS=()      # background jobs (ompi-server, servers) to end on exit
 cleanup() {
     local p
@@ -68,13 +89,13 @@ judge() {
     shift 3
     if [ "$rc" -eq 124 ]; then
         fail "$name" "TIMEOUT after ${TEST_TIMEOUT}s (hang?)" "$log"
-    elif grep -qE '(^|<std(out|err)>:)FAIL ' "$log"; then
+    elif grep -qE '(^|<std(out|err)>: ?)FAIL ' "$log"; then
         fail "$name" "$(grep -m1 -oE 'FAIL .*' "$log")" "$log"
     elif [ "$rc" -ne 0 ]; then
         fail "$name" "exit status $rc" "$log"
     else
         for p in "$@"; do
-            if ! grep -qE "(^|<stdout>:)$p( |:|\$)" "$log"; then
+            if ! grep -qE "(^|<stdout>: ?)$p( |:|\$)" "$log"; then
                 fail "$name" "exited 0 without '$p'" "$log"
                 return 1
             fi
@@ -95,21 +116,25 @@ peer_lines() {
     job_lines "$1" "${2:-}" | grep -E 'lo\] peer [0-9]+ of job 0x[0-9a-f]+:'
 }
 
-# job_lines LOG [PREFIX]: the lines starting with PREFIX.  mpirun's
+# job_lines LOG [PREFIX]: the lines starting with PREFIX ("-": the lines
+# without a tag, a spawned job's on PRRTE).  mpirun's
 # --tag-output now and then cuts a long line and tags the rest again in
 # the middle: the same tag continues the line ("of job 0x449[1,0]<stderr>:
 # 70011:") and is taken out; another tag starts another process's line
 # ("... ack_[21,0]<stderr>:[vm:20793] btl:usnic final stats ...") and is
 # split off, so one job's lines never carry another job's peers.
 job_lines() {
-    awk -v p="${2:-}" '
-        function emit(s) { if (index(s, p) == 1) print s }
+    # a tag: [JOB,RANK]<stdout>: (mpirun), [NSPACE,RANK]<stdout>: (prun)
+    awk -v p="${2:-}" -v tagre='\\[[A-Za-z0-9._-]+,[0-9]+\\]<std(out|err)>:' '
+        function emit(s) {
+            if (p == "-" ? s !~ "^" tagre : index(s, p) == 1) print s
+        }
         {
             rest = $0; out = ""; tag = ""
-            if (match(rest, /^\[[0-9]+,[0-9]+\]<std(out|err)>:/)) {
+            if (match(rest, "^" tagre)) {
                 tag = substr(rest, 1, RLENGTH); out = tag; rest = substr(rest, RLENGTH + 1)
             }
-            while (match(rest, /\[[0-9]+,[0-9]+\]<std(out|err)>:/)) {
+            while (match(rest, tagre)) {
                 t = substr(rest, RSTART, RLENGTH)
                 out = out substr(rest, 1, RSTART - 1)
                 rest = substr(rest, RSTART + RLENGTH)
@@ -246,7 +271,7 @@ spawn_case() {
     rc=$?
     judge "$name" "$log" "$rc" "PASS spawn-$mode" || return
     if ! check_peers "$name" "$log" "[1," "$ppeers" 1 ||
-       ! check_peers "$name" "$log" "[2," "$cpeers" 1; then
+       ! check_peers "$name" "$log" "$CHILD" "$cpeers" 1; then
         fail "$name" "$WHY" "$log"
         return
     fi
@@ -267,7 +292,7 @@ cycles_case() {
         # one retry, only for Open MPI's own spawn hang (README.md): a
         # child that never got out of MPI_Init; the first log is kept
         [ "$rc" -eq 124 ] && [ "$attempt" -eq 1 ] || break
-        n=$(grep -oE '^\[1,0\]<stdout>:INFO spawn: rank 0: cycle [0-9]+ checked' "$log" | wc -l)
+        n=$(grep -oE '^\[1,0\]<stdout>: ?INFO spawn: rank 0: cycle [0-9]+ checked' "$log" | wc -l)
         grep -qE "child of cycles cycle $((n + 1)) started" "$log" && break
         mv "$log" "$LOG_DIR/${CASE_TAG:-}cycles-attempt1.log"
         note="; retried once: attempt 1 hung in cycle $((n + 1)) with the child in MPI_Init, Open MPI's spawn hang, see ${CASE_TAG:-}cycles-attempt1.log"
@@ -276,7 +301,7 @@ cycles_case() {
         # say where it stopped: a child stuck in MPI_Init (before it could
         # print "started") is the Open MPI runtime's PMIx hang (README.md)
         local last
-        last=$(grep -oE '^\[1,0\]<stdout>:INFO spawn: rank 0: cycle [0-9]+ checked' "$log" | tail -1 | grep -oE '[0-9]+ checked' | grep -oE '[0-9]+')
+        last=$(grep -oE '^\[1,0\]<stdout>: ?INFO spawn: rank 0: cycle [0-9]+ checked' "$log" | tail -1 | grep -oE '[0-9]+ checked' | grep -oE '[0-9]+')
         last=${last:-0}
         if grep -qE "child of cycles cycle $((last + 1)) started" "$log"; then
             fail "$name" "TIMEOUT after ${TEST_TIMEOUT}s in cycle $((last + 1)): its child started (MPI_Init returned), data or disconnect hung" "$log"
@@ -286,7 +311,7 @@ cycles_case() {
         return
     fi
     judge "$name" "$log" "$rc" "PASS spawn-cycles" || return
-    n=$(grep -cE '^\[1,0\]<stdout>:INFO spawn: rank 0: cycle [0-9]+ checked' "$log")
+    n=$(grep -cE '^\[1,0\]<stdout>: ?INFO spawn: rank 0: cycle [0-9]+ checked' "$log")
     if [ "$n" -ne "$CYCLES" ]; then
         fail "$name" "$n cycles reported checked, want $CYCLES" "$log"
     elif ! check_peers "$name" "$log" "[1," "$CYCLES" "$CYCLES"; then
@@ -366,13 +391,59 @@ linger_case() {
     fi
 }
 
-# start_ompi_server DIR: ompi-server (all TCP on lo) reporting its URI in
-# DIR/uri; sets SERVER_PID.  In the namespace when NS_PREFIX is set.
-start_ompi_server() {
+# start_name_server DIR: the name server both jobs of a pair share,
+# reporting its URI in DIR/uri; sets SERVER_PID, SERVER_NAME and PAIR_RUN
+# (the launcher of the pair's jobs) and EXTRA_ARGS.  In the namespace when
+# NS_PREFIX is set.
+#   ORTE (4.1): ompi-server (all TCP on lo); both mpiruns get
+#               --ompi-server file:DIR/uri.
+#   PRRTE (5.0): a persistent DVM, prte --report-uri DIR/uri; both jobs
+#               go into it through DIR/prun-dvm, which runs prun
+#               --dvm-uri file:DIR/uri with the suite's mpirun arguments
+#               less the --mca ones (given to prte as OMPI_MCA_K=V in its
+#               environment, which its ranks inherit) and --tag-output as
+#               --output tag: the DVM's PMIx server holds the port names
+#               (see the header: mpirun --dvm crashes).
+start_name_server() {
     local dir=$1 i
     rm -f "$dir/uri"
-    ${NS_PREFIX[@]+"${NS_PREFIX[@]}"} timeout -k 5 $((TEST_TIMEOUT + 30)) ompi-server --no-daemonize \
-        ${OOB_LO[@]+"${OOB_LO[@]}"} --report-uri "$dir/uri" > "$dir/ompi-server.log" 2>&1 &
+    if [ "$LAUNCHER" = orte ]; then
+        SERVER_NAME=ompi-server
+        ${NS_PREFIX[@]+"${NS_PREFIX[@]}"} timeout -k 5 $((TEST_TIMEOUT + 30)) ompi-server --no-daemonize \
+            ${OOB_LO[@]+"${OOB_LO[@]}"} --report-uri "$dir/uri" > "$dir/ompi-server.log" 2>&1 &
+        PAIR_RUN=$MPIRUN
+        EXTRA_ARGS=(--ompi-server "file:$dir/uri")
+    else
+        SERVER_NAME="prte (DVM)"
+        local mca=() i=0
+        while [ "$i" -lt "${#MPIRUN_ARGS[@]}" ]; do
+            if [ "${MPIRUN_ARGS[i]}" = --mca ]; then
+                mca+=("OMPI_MCA_${MPIRUN_ARGS[i + 1]}=${MPIRUN_ARGS[i + 2]}")
+                i=$((i + 3))
+            else
+                i=$((i + 1))
+            fi
+        done
+        ${NS_PREFIX[@]+"${NS_PREFIX[@]}"} env "${mca[@]}" timeout -k 5 $((TEST_TIMEOUT + 30)) prte --allow-run-as-root \
+            --no-ready-msg --report-uri "$dir/uri" > "$dir/prte.log" 2>&1 &
+        {
+            echo '#!/usr/bin/env bash'
+            echo '# this suite'"'"'s mpirun arguments, for prun into the DVM of one pair case'
+            echo 'args=()'
+            echo 'while [ $# -gt 0 ]; do'
+            echo '    case $1 in'
+            echo '        --mca) shift 3 ;;   # in the DVM'"'"'s environment'
+            echo '        --tag-output) args+=(--output tag); shift ;;'
+            echo '        -np) args+=("$@"); break ;;'
+            echo '        *) args+=("$1"); shift ;;'
+            echo '    esac'
+            echo 'done'
+            printf 'exec %s prun --dvm-uri file:%s "${args[@]}"\n' "${NS_PREFIX[*]+${NS_PREFIX[*]}}" "$dir/uri"
+        } > "$dir/prun-dvm"
+        chmod +x "$dir/prun-dvm"
+        PAIR_RUN=$dir/prun-dvm
+        EXTRA_ARGS=()
+    fi
     SERVER_PID=$!
     DYN_PIDS+=("$SERVER_PID")
     for i in $(seq 100); do
@@ -382,26 +453,28 @@ start_ompi_server() {
     return 1
 }
 
-stop_ompi_server() {
+stop_name_server() {
     kill "$SERVER_PID" 2> /dev/null
     wait "$SERVER_PID" 2> /dev/null
 }
 
-# pair_case NAME PROGRAM NP_SERVER NP_CLIENT: two mpiruns, server and
-# client, sharing one ompi-server; each side must have NP_OTHER peers of
-# the other job per rank
+# pair_case NAME PROGRAM NP_SERVER NP_CLIENT: two jobs, server and
+# client, launched separately and sharing one name server
+# (start_name_server); each side must have NP_OTHER peers of the other job
+# per rank
 pair_case() {
-    local name=$1 prog=$2 nps=$3 npc=$4 dir start rc_s rc_c spid
+    local name=$1 prog=$2 nps=$3 npc=$4 dir start rc_s rc_c spid mpirun_saved=$MPIRUN
     dir=$LOG_DIR/${name// /_}
     mkdir -p "$dir"
     start=$(now)
     [ -x "$BUILD_DIR/$prog" ] || { fail "$name" "$prog not built"; return; }
-    if ! start_ompi_server "$dir"; then
-        fail "$name" "ompi-server wrote no URI" "$dir/ompi-server.log"
-        stop_ompi_server
+    if ! start_name_server "$dir"; then
+        fail "$name" "$SERVER_NAME wrote no URI" "$(ls "$dir"/ompi-server.log "$dir"/prte.log 2> /dev/null | head -1)"
+        stop_name_server
+        EXTRA_ARGS=()
         return
     fi
-    EXTRA_ARGS=(--ompi-server "file:$dir/uri")
+    MPIRUN=$PAIR_RUN
     run_mpi "$TEST_TIMEOUT" "$nps" "$dir/server.log" "$BUILD_DIR/$prog" server "$dir/port" &
     spid=$!
     DYN_PIDS+=("$spid")
@@ -409,13 +482,19 @@ pair_case() {
     rc_c=$?
     wait "$spid"
     rc_s=$?
+    MPIRUN=$mpirun_saved
     EXTRA_ARGS=()
-    stop_ompi_server
+    stop_name_server
     judge "$name (server)" "$dir/server.log" "$rc_s" "PASS $prog-server" || return
     judge "$name (client)" "$dir/client.log" "$rc_c" "PASS $prog-client" || return
-    if ! check_peers "$name" "$dir/server.log" "[1," $((nps * npc)) 1; then
+    # each log holds one job's lines: tagged [1,r] by mpirun; prun tags
+    # the first line of each chunk of output only ([NSPACE,r]), so there
+    # every line of the log is the job's
+    local own="[1,"
+    [ "$LAUNCHER" = orte ] || own=""
+    if ! check_peers "$name" "$dir/server.log" "$own" $((nps * npc)) 1; then
         fail "$name" "server: $WHY" "$dir/server.log"
-    elif ! check_peers "$name" "$dir/client.log" "[1," $((nps * npc)) 1; then
+    elif ! check_peers "$name" "$dir/client.log" "$own" $((nps * npc)) 1; then
         fail "$name" "client: $WHY" "$dir/client.log"
     else
         ok "$name ($(elapsed "$start")s${DROP_NOTE:-})"
@@ -436,7 +515,7 @@ futures_case() {
     run_mpi "$TEST_TIMEOUT" 1 "$log" "$PYTHON" "$HERE/futures_map.py" 2
     rc=$?
     judge "$name" "$log" "$rc" "PASS futures-map" || return
-    if ! check_peers "$name" "$log" "[1," 2 1 || ! check_peers "$name" "$log" "[2," 2 1; then
+    if ! check_peers "$name" "$log" "[1," 2 1 || ! check_peers "$name" "$log" "$CHILD" 2 1; then
         fail "$name" "$WHY" "$log"
     else
         ok "$name ($(elapsed "$start")s)"

@@ -17,7 +17,9 @@
 #
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-BUILD=${FAULT_TEST_BUILD_DIR:-$HERE/build}
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"  # USNIC_OMPI (the Open MPI series), series_dir
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
 COUNT=${COUNT:-5}
 PAUSE_MS=${PAUSE_MS:-700}
 LATE_MAX_MS=${LATE_MAX_MS:-450}

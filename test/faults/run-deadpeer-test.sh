@@ -26,6 +26,17 @@
 # that abort makes mpirun tear the job down.
 # (--enable-recovery would let the survivors run too, but mpirun then exits
 # 0 after rank 0's abort, hiding the failure.)
+# Open MPI 5.0's PRRTE has no such parameter: a rank killed by a signal
+# ends the job within a second whatever ERROR-NONZERO-STATUS says (tried:
+# "prterun noticed that process rank 1 ... exited on signal 9", job over
+# 0.26 s after the kill, no BTL report).  There the case runs with
+# "--runtime-options recoverable" (the job survives a dead rank, PRRTE's
+# documented directive); the BTL's detection again is what ends the job,
+# but, as with 4.1's --enable-recovery, mpirun then exits 0 after rank 0's
+# abort.  So on PRRTE "the job ends" means: mpirun exited by itself (not
+# killed by the limit) and rank 0 was aborted by MPI (its
+# MPI_ERRORS_ARE_FATAL / MPI_Abort report in the output); its exit status
+# is printed, not asserted.
 #
 # The kill -9 case asserts the time from the kill (rank 0 prints the
 # CLOCK_REALTIME of its kill(2) call) to the end of mpirun:
@@ -135,7 +146,11 @@ else
 fi
 
 # ----- kill -9: rank 1 killed mid-transfer, mpirun lets the others run -----
-run_job kill --mca orte_abort_on_non_zero_status 0
+if [[ "$LAUNCHER" == orte ]]; then
+    run_job kill --mca orte_abort_on_non_zero_status 0
+else
+    run_job kill --runtime-options recoverable
+fi
 t_kill=$(sed -n 's/^deadpeer: rank 0 killed rank 1 .* at realtime \([0-9.]*\)$/\1/p' <<<"$out" | head -1)
 # when the failure first showed: the first line after the kill that is not
 # the program's own (the BTL's message, ob1's "FATAL" as it aborts rank 0,
@@ -143,8 +158,15 @@ t_kill=$(sed -n 's/^deadpeer: rank 0 killed rank 1 .* at realtime \([0-9.]*\)$/\
 # another path than the rest and is at times printed only as the job ends)
 t_msg=$(awk '/^[0-9.]+ deadpeer: rank 0 killed rank 1/ { k = 1; next }
              k && !/^[0-9.]+ deadpeer:/ && NF > 1 { print $1; exit }' <<<"$stamped")
-check "kill -9: job ends (exit $rc after ${secs}s, limit ${LIMIT}s)" \
-    "$([[ $rc -ne 0 && $rc -ne 124 && $secs -lt $LIMIT ]] && echo 1)" || teardown_hint
+if [[ "$LAUNCHER" == orte ]]; then
+    check "kill -9: job ends (exit $rc after ${secs}s, limit ${LIMIT}s)" \
+        "$([[ $rc -ne 0 && $rc -ne 124 && $secs -lt $LIMIT ]] && echo 1)" || teardown_hint
+else
+    # PRRTE under "recoverable" exits 0 after rank 0's abort (see above)
+    check "kill -9: job ends, rank 0 aborted by MPI (mpirun exit $rc after ${secs}s, limit ${LIMIT}s; PRRTE's recoverable job exits 0 after an abort, so the status is not asserted)" \
+        "$([[ $rc -ne 124 && $rc -ne 137 && $secs -lt $LIMIT ]] &&
+             grep -qE 'MPI_ERRORS_ARE_FATAL|MPI_ABORT was invoked|pml_ob1_.*FATAL' <<<"$out" && echo 1)" || teardown_hint
+fi
 when=$(sed -n 's/^deadpeer: rank 0 killed rank 1 .*) \(.*\) a transfer at realtime .*/\1/p' <<<"$out" | head -1)
 check "kill -9: rank 1 was killed while rank 0 streamed to it (${when:-not} a transfer)" "$([[ -n "$t_kill" ]] && echo 1)"
 check "kill -9: message names the dead peer ($HOST, rank 1)" "$(names_peer)"

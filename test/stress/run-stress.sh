@@ -2,7 +2,8 @@
 #
 # run-stress.sh - the randomized differential stress (stress.c, README.md)
 # over the usnic BTL, each run compared case by case with the same cases
-# over vader (same PML and osc: only the BTL differs).
+# over vader (same PML and osc: only the BTL differs; on Open MPI 5.0 its
+# successor sm, test/lib.sh's SHM_BTL).
 #
 #   bash test/stress/run-stress.sh                 CI: a few minutes
 #   bash test/stress/run-stress.sh --minutes 30    soak: fresh seeds until then
@@ -18,8 +19,9 @@
 # A run passes if its cases verify, it did not hang, its digests equal the
 # vader run's, and the usnic BTL really carried it (MPI_T counter > 0).
 #
-# Environment: STRESS_SEED (fresh seed), STRESS_SECONDS, STRESS_BUILD_DIR,
-# MPICC, MPIRUN.  Output: ok/FAIL lines, then "N passed, N failed".
+# Environment: STRESS_SEED (fresh seed), STRESS_SECONDS, STRESS_WATCHDOG
+# (120: seconds one case may take before the ranks report a hang and
+# end), STRESS_BUILD_DIR, MPICC, MPIRUN, USNIC_OMPI (test/lib.sh).  Output: ok/FAIL lines, then "N passed, N failed".
 
 set -u
 set -o pipefail
@@ -29,6 +31,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/../lib.sh"  # OVERSUBSCRIBE, OOB_LO, series_dir (the Open MPI series)
 ROOT=$(cd "$HERE/../.." && pwd)
 SECONDS_PER_RUN=${STRESS_SECONDS:-20}
+WATCHDOG=${STRESS_WATCHDOG:-120}   # seconds a case may take before a rank calls it a hang
 MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 BUILD=${STRESS_BUILD_DIR:-$(series_dir "$HERE/build")}
@@ -71,7 +74,9 @@ LIMITS="$LIMITS,4194304"
 COMMON=(--allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 ${OSC_ARGS[@]+"${OSC_ARGS[@]}"}
         ${OOB_LO[@]+"${OOB_LO[@]}"})
 USNIC=(--mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 15)
-VADER=(--mca btl vader,self)
+# the reference: Open MPI's shared-memory BTL (vader in 4.1, sm in 5.0,
+# where "vader" is only an alias)
+VADER=(--mca btl "$SHM_BTL,self")
 
 # counter NAME LOG: a final-statistics counter summed over all ranks
 counter() {
@@ -110,7 +115,7 @@ run_one() {
     local limit=$((SECONDS_PER_RUN + 240))
     timeout -k 10 "$limit" ${prefix[@]+"${prefix[@]}"} "$MPIRUN" "${COMMON[@]}" "${USNIC[@]}" \
         ${extra[@]+"${extra[@]}"} -np "$np" "$BUILD/stress" --seed "$seed" --limits "$LIMITS" \
-        --digest-file "$udig" "${args[@]}" > "$ulog" 2>&1 < /dev/null
+        --digest-file "$udig" --watchdog "$WATCHDOG" "${args[@]}" > "$ulog" 2>&1 < /dev/null
     local urc=$?
     local cases sent
     cases=$(sed -nE 's/^stress: seed [0-9]+: ([0-9]+) cases.*/\1/p' "$ulog" | tail -1)
@@ -136,20 +141,20 @@ run_one() {
     local vargs=()
     for a in "${args[@]}"; do vargs+=("$a"); done
     timeout -k 10 "$limit" "$MPIRUN" "${COMMON[@]}" "${VADER[@]}" -np "$np" "$BUILD/stress" --seed "$seed" \
-        --limits "$LIMITS" --digest-file "$vdig" "${vargs[@]}" --cases "$cases" --seconds 0 \
+        --limits "$LIMITS" --digest-file "$vdig" --watchdog "$WATCHDOG" "${vargs[@]}" --cases "$cases" --seconds 0 \
         > "$vlog" 2>&1 < /dev/null
     local vrc=$?
     if [[ $vrc -ne 0 ]]; then
-        fail "$name: seed $seed" "the vader reference failed (exit $vrc): not the usnic BTL's fault, but nothing was compared" "$vlog"
+        fail "$name: seed $seed" "the $SHM_BTL reference failed (exit $vrc): not the usnic BTL's fault, but nothing was compared" "$vlog"
         return
     fi
     local first
     first=$(diff <(cut -d' ' -f1-4 "$udig") <(cut -d' ' -f1-4 "$vdig") | grep -m1 '^<' | cut -c3-)
     if [[ -n "$first" ]]; then
-        fail "$name: seed $seed" "usnic and vader received different bytes, first in: $first" "$ulog"
+        fail "$name: seed $seed" "usnic and $SHM_BTL received different bytes, first in: $first" "$ulog"
         return
     fi
-    ok "$name: seed $seed, $cases cases verified, digests equal to vader's ($sent usnic segments; $SUMMARY)"
+    ok "$name: seed $seed, $cases cases verified, digests equal to $SHM_BTL's ($sent usnic segments; $SUMMARY)"
 }
 
 # Busy host: hogs_start / hogs_stop (test/lib.sh) around a run
@@ -201,9 +206,25 @@ fi
 run_one "regression: sendrecv of 65530 ints into a nested type" 2 12 --regress sendrecv-nested --cases 30 --
 run_one "regression: ping-ping of 65530 ints into a nested type" 2 12 --regress pingping-nested --cases 30 --
 run_one "regression: put through nested types, fence and pscw" 4 12 --regress osc-nested-put --cases 20 --
-run_one "regression: put of int+double pairs through nested types" 4 12 --regress osc-nested-put-pair --cases 20 --
+if [[ "$LAUNCHER" == orte || -n "${STRESS_FULL:-}" ]]; then
+    run_one "regression: put of int+double pairs through nested types" 4 12 --regress osc-nested-put-pair --cases 20 --
+else
+    not_run "regression: put of int+double pairs through nested types" \
+        "Open MPI $OMPI_SERIES's reference for it (osc/rdma over sm) grows to 8.7 GB per rank and is OOM-killed after ~45 s (the usnic run passes): nothing to compare with; STRESS_FULL=1 runs it"
+fi
 run_one "regression: bcast of one int+double" 4 12 --regress bcast-pair --cases 5 --
 run_one "regression: accumulate + flush_local loop" 3 12 --regress accumulate-flush-local --cases 3 --
+
+# Open MPI 5.0.10 itself corrupts some of the generator's derived-datatype
+# cases (README.md), whatever the BTL: the random rounds would compare
+# usnic with a reference that fails the same cases.  Until the generator
+# avoids 5.0's shapes, as it does 4.1.4's, they are not run there.
+if [[ "$LAUNCHER" != orte && -z "${STRESS_FULL:-}" ]]; then
+    not_run "regression seeds 7, 2, 22 and the fresh-seed rounds" \
+        "Open MPI $OMPI_SERIES corrupts some random derived-datatype cases over every BTL (seed 7 case 80 at 3 ranks fails over sm as over usnic; seed 1918446976295 case 43 over tcp, sm and usnic, its case 25 over sm and tcp: bytes in gaps of the type map and in the data); the generator does not avoid 5.0's shapes yet, so a differential run has no sound reference (STRESS_FULL=1 runs them anyway)"
+    echo "stress: $TOTAL_CASES cases over usnic in $(( $(date +%s) - start ))s"
+    finish
+fi
 
 # Seeds (and rank counts) whose random cases found bugs before their fixes,
 # with the limits above: at 3 ranks, lossless, 7 (a crash in ob1's unpack,

@@ -103,6 +103,7 @@ typedef struct opal_btl_usnic_module_t {
     opal_hash_table_t other_job_peers; /* peers of spawned or connected jobs, by sender id */
 
     mca_btl_base_module_error_cb_fn_t pml_error_cb;
+    uint64_t on_demand_last_usec; /* last try to add an unknown sender (btl_usnic_peers.c) */
     bool prio_found_empty;     /* the fast path just found the priority channel empty: the full pass
                                   that follows need not read it again (the transport reads and sets
                                   it, the component's progress clears it when it goes stale) */

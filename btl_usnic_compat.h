@@ -90,6 +90,41 @@ static inline int opal_btl_usnic_modex_get_bytes(const opal_process_name_t *name
     return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
 }
 
+/* Our modex blob of process |name| if the runtime holds it already:
+ * never waits for it (a name that no process has, as a forged datagram
+ * may claim, gets OPAL_ERR_NOT_FOUND at once).  |*data| is malloc'ed. */
+static inline int opal_btl_usnic_modex_recv_immediate(const mca_base_component_t *component,
+                                                      const opal_process_name_t *name, void **data, size_t *size)
+{
+    int rc;
+    *data = NULL;
+    *size = 0;
+#if OPAL_MAJOR_VERSION >= 5
+    uint8_t *bytes = NULL;
+    OPAL_MODEX_RECV_IMMEDIATE(rc, component, name, (void **) &bytes, size);
+    *data = bytes;
+#else
+    opal_byte_object_t *bo = NULL;
+    char *key = mca_base_component_to_string(component);
+    if (NULL == key) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    OPAL_MODEX_RECV_VALUE_IMMEDIATE(rc, key, name, (void **) &bo, OPAL_BYTE_OBJECT);
+    free(key);
+    if (NULL != bo) {
+        *data = bo->bytes;
+        *size = (size_t) bo->size;
+        free(bo);
+    }
+#endif
+    if (OPAL_SUCCESS != rc) {
+        free(*data);
+        *data = NULL;
+        *size = 0;
+    }
+    return OPAL_SUCCESS == rc ? OPAL_SUCCESS : OPAL_ERR_NOT_FOUND;
+}
+
 /* Publish |value| under |key| to the processes of this host */
 static inline int opal_btl_usnic_modex_put_local_string(const char *key, char *value)
 {

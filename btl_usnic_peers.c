@@ -27,9 +27,48 @@
 #include "btl_usnic_connectivity.h"
 #include "btl_usnic_module_int.h"
 
+/* A sender we have no endpoint for yet: on Open MPI 5.0 a process of a
+ * spawned or connected job may send before ours ever sends to it (the PML
+ * adds peers when it first sends), and its datagrams, retransmissions
+ * too, would be dropped as unknown forever.  So such a sender is added
+ * here, as add_procs would, if the runtime already holds its modex entry.
+ * Asked without waiting (a forged sender id must not stall us, nor make
+ * Open MPI create a process for a name nobody has), and at most once per
+ * OPAL_BTL_USNIC_ON_DEMAND_USEC per module: a flood of forged ids costs one
+ * runtime query per interval, a real peer's next retransmission gets in. */
+#define OPAL_BTL_USNIC_ON_DEMAND_USEC 10000u
+
+static opal_btl_usnic_endpoint_t *peer_on_demand(opal_btl_usnic_module_t *module, uint64_t sender)
+{
+    uint64_t now = opal_btl_usnic_clock_usec();
+    if (sender == opal_btl_usnic_proc_id(&OPAL_PROC_MY_NAME) ||
+        now - module->on_demand_last_usec < OPAL_BTL_USNIC_ON_DEMAND_USEC) {
+        return NULL;
+    }
+    module->on_demand_last_usec = now;
+    opal_process_name_t name = {.jobid = opal_btl_usnic_id_jobid(sender), .vpid = opal_btl_usnic_id_vpid(sender)};
+    void *blob = NULL;
+    size_t size = 0;
+    if (OPAL_SUCCESS != opal_btl_usnic_modex_recv_immediate(opal_btl_usnic_globals.version, &name, &blob, &size)) {
+        return NULL;
+    }
+    free(blob);
+    opal_proc_t *proc = opal_proc_for_name(name);
+    struct mca_btl_base_endpoint_t *ep = NULL;
+    if (NULL == proc || OPAL_SUCCESS != opal_btl_usnic_add_procs(&module->super, 1, &proc, &ep, NULL)) {
+        return NULL;
+    }
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_peers_on_demand);
+    opal_btl_usnic_verbose(5, "%s: peer %s added when its first datagram came", module->if_name,
+                           opal_btl_usnic_id_str(sender).s);
+    return ep;
+}
+
 opal_btl_usnic_endpoint_t *opal_btl_usnic_lookup_sender(opal_btl_usnic_engine_t *eng, uint64_t sender)
 {
-    return opal_btl_usnic_peer_of_id(opal_btl_usnic_module_of(eng), sender);
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    opal_btl_usnic_endpoint_t *ep = opal_btl_usnic_peer_of_id(module, sender);
+    return OPAL_LIKELY(NULL != ep) ? ep : peer_on_demand(module, sender);
 }
 
 /* The peer's module that |module| talks to (index in |remote|), or -1:

@@ -76,7 +76,8 @@
     X(num_put_sends,        "PUT segments posted for the first time") \
     X(num_put_recvs,        "PUT segments written into a registered region") \
     X(num_put_after_dereg,  "PUT datagrams with the key of a deregistered region (dropped unwritten)") \
-    X(num_regs,             "Memory regions registered for remote writes")
+    X(num_regs,             "Memory regions registered for remote writes") \
+    X(num_peers_on_demand,  "Peers added when their first datagram came (a process of another job that sent first)")
 
 typedef struct opal_btl_usnic_stats_t {
 #define OPAL_BTL_USNIC_STAT_FIELD(name, help) uint64_t name;

@@ -220,7 +220,7 @@ run_suite "$W: MPI_THREAD_MULTIPLE stress" env USNIC_WIRE=ofi bash "$ROOT/test/m
 run_suite "$W: dead peer" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-deadpeer-test.sh"
 # these launch on this host only: the environment reaches the ranks
 run_suite "$W: hostile datagrams" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-hostile-test.sh"
-run_suite "$W: a sender away from MPI" env OMPI_MCA_btl_usnic_wire=ofi bash "$ROOT/test/faults/run-away-test.sh"
+run_suite "$W: a sender away from MPI" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-away-test.sh"
 run_suite "$W: incast" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "$W: duplication and reordering" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-dupreorder-test.sh"
 run_suite "$W: PUT, one-sided, forged PUTs" env USNIC_WIRE=ofi bash "$ROOT/test/faults/run-put-tests.sh"

@@ -28,7 +28,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 source "$HERE/../report.sh"
 # shellcheck source=netns.sh
 source "$HERE/netns.sh"
-echo "wire: ${OMPI_MCA_btl_usnic_wire:-default} (OMPI_MCA_btl_usnic_wire)"
+print_wire
 mkdir -p "$BUILD/logs"
 if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/away" "$HERE/away.c" > "$BUILD/logs/away-build.log" 2>&1; then
     fail "build away" "mpicc failed" "$BUILD/logs/away-build.log"
@@ -54,7 +54,8 @@ run() {
     LOG=$BUILD/logs/away-$1.log
     shift
     timeout 120 ip netns exec "$NETNS" mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 \
-        --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 "$@" \
+        --mca btl usnic,self --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 \
+        ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} "$@" \
         "$BUILD/away" "$COUNT" "$PAUSE_MS" > "$LOG" 2>&1
     RC=$?
     MAX_LATE=$(sed -nE 's/^PASS away max_late_ms ([0-9.]+)/\1/p' "$LOG")

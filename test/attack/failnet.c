@@ -7,9 +7,10 @@
  *   FAILNET_BIND_ADDR=A.B.C.D   every bind() of an AF_INET socket to that
  *                               address fails with EADDRNOTAVAIL
  *
- * libfabric's udp provider binds each endpoint's socket to its interface
- * address in fi_endpoint, so with FAILNET_BIND_ADDR that interface's
- * module cannot be set up and the others can.  Prints one line to stderr
+ * Both wires bind each channel's socket to its interface address (the
+ * socket wire itself, libfabric's udp provider in fi_endpoint), so with
+ * FAILNET_BIND_ADDR that interface's module cannot be set up and the
+ * others can.  Prints one line to stderr
  * the first time it refuses, so the test can tell it acted.
  */
 #define _GNU_SOURCE

@@ -834,8 +834,12 @@ static int ofi_discover(const char *provider, opal_btl_usnic_device_list_t *list
         opal_btl_usnic_verbose(5, "no usnic_* device in %s: provider usnic not asked for", OPAL_BTL_USNIC_SYSFS_IB);
         return OPAL_SUCCESS;
     }
+    bool was_loaded = opal_btl_usnic_ofi_lib_loaded();
     if (NULL == (lib = opal_btl_usnic_ofi_lib(why, len))) {
         return OPAL_ERR_NOT_AVAILABLE;
+    }
+    if (!was_loaded) {
+        opal_btl_usnic_verbose(5, "libfabric loaded (%s) for the ofi wire", OPAL_BTL_USNIC_OFI_LIB_NAME);
     }
     struct fi_info *infos = getinfo_for(provider);
     int n = 0;

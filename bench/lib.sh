@@ -53,6 +53,7 @@
 #                              instance netns_exec: another namespace's)
 #   loadavg                    the 1-minute load average
 #   field KEY LINE             the value of KEY=value in LINE
+#   median                     the median of the numbers on stdin ("-": none)
 #
 # Transports
 #   transport_args NAME        TARGS = the mpirun options of transport NAME,
@@ -231,6 +232,13 @@ measured() {
 }
 
 field() { sed -nE "s/.* $1=([^ ]+).*/\\1/p" <<<"$2" | head -1; }
+
+# median: the median of the numbers on stdin (separated by blanks or
+# newlines), "-" if there are none
+median() {
+    tr -s ' \t' '\n\n' | grep . | sort -g |
+        awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 
 # ---------------------------------------------------------------------------
 # Transports

@@ -17,7 +17,7 @@ set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
-. "$BENCH_DIR/lib.sh"   # bench_build, transport_args
+. "$BENCH_DIR/lib.sh"   # bench_build, transport_args, median
 BUILD_DIR="$BENCH_DIR/build"
 LOG_DIR="$BUILD_DIR/spawn-logs"
 RUNS=${SPAWN_RUNS:-3}
@@ -40,7 +40,6 @@ for run in $(seq 1 "$RUNS"); do
     done
 done
 
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 col() { awk -v k="$2" -v first="$3" '$1 == "cycle" { for (i = 2; i < NF; ++i) if ($i == k && ((first && $2 == 0) || (!first && $2 > 0))) print $(i + 1) }' "$LOG_DIR"/"$1"-*.log | median; }
 
 printf "%-6s %14s %16s %16s %16s %14s\n" "btl" "spawn ms" "first RTT us" "spawn ms (1st)" "first RTT (1st)" "steady RTT us"

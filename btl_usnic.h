@@ -136,6 +136,7 @@ typedef struct opal_btl_usnic_component_t {
     int max_resends_per_iteration;
     int ack_iteration_delay;
     int ack_delay;
+    int tail_probes;            /* probes before a timeout retransmission */
     int priority_limit;         /* bytes of a tiny datagram */
     int window;                 /* 0 = derive from the socket buffer */
     int stats;                  /* seconds between statistics lines, 0 = off */

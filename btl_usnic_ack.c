@@ -167,6 +167,12 @@ void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
         backoff = OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF;
     }
     seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, backoff, eng->p.rto_max);
+    if (0 == backoff && ep->timer.probes < eng->p.tail_probes) {
+        uint64_t pto = opal_btl_usnic_probe_timeout(eng, ep);
+        if (eng->now + pto < seg->deadline) {
+            seg->deadline = eng->now + pto;
+        }
+    }
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
     lower_next_deadline(eng, seg->deadline);
 }
@@ -518,6 +524,7 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 {
     ep->timer.last_ack_time = eng->now;
     ep->timer.backoff = 0; /* the path works again */
+    ep->timer.probes = 0;
     opal_btl_usnic_send_seg_t *next = oldest_unacked(ep);
     if (NULL == next) {
         ep->timer.in_recovery = false;
@@ -666,6 +673,46 @@ static void retransmit_run(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     }
 }
 
+uint64_t opal_btl_usnic_probe_timeout(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    if (0 == ep->timer.srtt) {
+        return ep->timer.rto; /* no sample yet: the initial timeout */
+    }
+    return ep->timer.srtt + 4 * ep->timer.rttvar + eng->p.ack_delay;
+}
+
+/* The newest un-ACKed segment the peer has not reported held: the one
+ * whose arrival makes the peer report every hole before it. */
+static opal_btl_usnic_send_seg_t *newest_unreported(const opal_btl_usnic_endpoint_t *ep)
+{
+    for (uint32_t pos = opal_btl_usnic_endpoint_in_flight(ep); pos-- > 0;) {
+        opal_btl_usnic_send_seg_t *seg = seg_at(ep, pos);
+        if (NULL != seg && !(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED)) {
+            return seg;
+        }
+    }
+    return NULL;
+}
+
+/* The timer of |oldest| fired with probes left: resend one datagram, the
+ * newest segment, and wait another probe timeout.  Not a timeout: no
+ * back-off, no TIMED_OUT flag (the peer must not judge it premature). */
+static void tail_probe(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       opal_btl_usnic_send_seg_t *oldest)
+{
+    opal_btl_usnic_send_seg_t *probe = newest_unreported(ep);
+    ++ep->timer.probes;
+    OPAL_BTL_USNIC_STAT_INC(eng, num_tail_probes);
+    if (NULL != probe && !(probe->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+        hotel_checkout(probe);
+        resend_enqueue(eng, probe);
+    }
+    if (probe != oldest && (oldest->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL)) {
+        oldest->deadline = eng->now + opal_btl_usnic_probe_timeout(eng, ep);
+        lower_next_deadline(eng, oldest->deadline);
+    }
+}
+
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
 static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
@@ -679,6 +726,13 @@ static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usni
     if (NULL != seg && (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL)) {
         if (seg->deadline > eng->now) {
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
+        }
+        if (ep->timer.probes < eng->p.tail_probes) {
+            tail_probe(eng, ep, seg);
+            return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
+        }
+        if (0 != eng->p.tail_probes && 0 == ep->timer.backoff) {
+            OPAL_BTL_USNIC_STAT_INC(eng, num_tail_probe_timeouts);
         }
         opal_btl_usnic_retrans_expired(eng, seg);
         retransmit_run(eng, ep, seg);

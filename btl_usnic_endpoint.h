@@ -72,6 +72,7 @@ struct mca_btl_base_endpoint_t {
         uint64_t floor_changed;          /* when rto_floor last changed */
         uint64_t last_timeout;           /* time of the last timeout retransmission; 0 = none pending judgement */
         uint64_t last_loss;              /* last time the peer reported a hole; 0 = never */
+        unsigned probes;                 /* tail-loss probes sent since the ACK last advanced */
     } timer;
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is

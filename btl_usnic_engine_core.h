@@ -148,6 +148,7 @@ typedef struct opal_btl_usnic_engine_params_t {
     size_t tiny_mtu;              /* max datagram on the priority channel */
     uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
     uint64_t ack_delay;           /* us an ACK may wait for a piggy-back (as well as the ticks) */
+    uint32_t tail_probes;         /* one-datagram probes before a timeout (0 = none) */
     uint32_t max_resends_per_iteration;
     uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
     size_t max_send_size;         /* largest fragment the PML may hand us */

@@ -211,6 +211,12 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "ACK for free; streams are ACKed every half window regardless.  Must stay below half of "
                   "btl_usnic_rto_min",
                   50, 0, 1000000, OPAL_INFO_LVL_5, &c->ack_delay);
+    ok &= reg_int("tail_probes",
+                  "Tail-loss probes (0..2): when the oldest un-ACKed segment's timer fires, first resend only the "
+                  "newest un-ACKed segment (one datagram) up to this many times, each after srtt + 4 * rttvar + "
+                  "btl_usnic_ack_delay, so the peer's selective ACK names the holes; only then time out and resend "
+                  "a batch with back-off.  0 = time out at once",
+                  2, 0, 2, OPAL_INFO_LVL_5, &c->tail_probes);
     ok &= reg_int("priority_limit",
                   "Largest datagram (bytes, header included) sent as a tiny message on the priority channel; it is "
                   "also the receive buffer size of that channel (0: 768)",

@@ -146,6 +146,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .tiny_mtu = module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL],
         .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
         .ack_delay = (uint64_t) c->ack_delay,
+        .tail_probes = (uint32_t) c->tail_probes,
         .max_resends_per_iteration = (uint32_t) c->max_resends_per_iteration,
         .max_send_size = module->super.btl_max_send_size > module->super.btl_eager_limit
                              ? module->super.btl_max_send_size

@@ -517,6 +517,151 @@ static void test_timeout_retransmits_only_oldest(void)
     fx_fini(&fx);
 }
 
+/* ---------------- tail-loss probes ---------------- */
+
+static void fx_init_probes(fx_t *fx, uint32_t probes)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.tail_probes = probes;
+    p.ack_delay = 50;
+    fx_init(fx, &p);
+}
+
+/* The burst's tail (or its ACK) is lost: the timer's first two firings
+ * each resend the newest segment alone, not the oldest's batch; no
+ * back-off, no TIMED_OUT flag; only the third firing is a timeout. */
+static void test_tail_probe_resends_newest_alone(void)
+{
+    fx_t fx;
+    fx_init_probes(&fx, 2);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[4];
+    FX_SEND_TINY(&fx, ep, 4, segs);
+    fx_complete_all(&fx);
+    for (unsigned probe = 1; probe <= 2; ++probe) {
+        CHECK(fx_expire_next(&fx));
+        CHECK_EQ_U(fx.now, probe * FX_RTO_INITIAL); /* no RTT sample: PTO = initial RTO */
+        CHECK_EQ(fx_resend_len(&fx), 1);
+        CHECK(FX_FLAG(segs[3], ON_RESEND) && !FX_FLAG(segs[3], TIMED_OUT));
+        CHECK(!FX_FLAG(segs[0], ON_RESEND));
+        CHECK_EQ_U(fx.eng.stats.num_tail_probes, probe);
+        CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+        CHECK_EQ_U(ep->timer.backoff, 0);
+        size_t before = fx.nposts;
+        CHECK_EQ(fx_progress(&fx), 1);
+        CHECK_EQ(fx.nposts, before + 1); /* one datagram */
+        CHECK_EQ_U(fx_post_seq(&fx.posts[before]), ISN + 3);
+        fx_complete_all(&fx);
+    }
+    /* both probes unanswered: the timeout, with back-off */
+    CHECK(fx_expire_next(&fx));
+    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], TIMED_OUT));
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probe_timeouts, 1);
+    CHECK_EQ_U(ep->timer.backoff, 1);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    CHECK_EQ_U(ep->timer.probes, 0);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* An answered probe (its ACK names the holes) resets the probe count, and
+ * the timeout never comes. */
+static void test_tail_probe_answered_no_timeout(void)
+{
+    fx_t fx;
+    fx_init_probes(&fx, 2);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    FX_SEND_TINY(&fx, ep, 3, segs);
+    fx_complete_all(&fx);
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, fx.now + 100);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK_EQ_U(ep->timer.probes, 0);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    CHECK_EQ_U(ep->timer.srtt, 0); /* Karn: the probed segment gives no sample */
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* With an RTT sample the probe comes after srtt + 4 * rttvar + ack_delay,
+ * well before the RTO floor. */
+static void test_tail_probe_timeout_from_rtt(void)
+{
+    fx_t fx;
+    fx_init_probes(&fx, 2);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, fx.now + 40);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
+    CHECK_EQ_U(ep->timer.srtt, 40);
+    CHECK_EQ_U(ep->timer.rttvar, 20);
+    uint64_t sent = fx.now;
+    FX_SEND_TINY(&fx, ep, 2, NULL);
+    fx_complete_all(&fx);
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ_U(fx.now - sent, 40 + 4 * 20 + 50);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* tail_probes 0: the first firing is a timeout of the oldest, as before */
+static void test_tail_probe_off_times_out(void)
+{
+    fx_t fx;
+    fx_init_probes(&fx, 0);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[4];
+    FX_SEND_TINY(&fx, ep, 4, segs);
+    fx_complete_all(&fx);
+    CHECK(fx_expire_next(&fx));
+    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], TIMED_OUT));
+    CHECK(!FX_FLAG(segs[3], ON_RESEND));
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 0);
+    CHECK_EQ_U(ep->timer.backoff, 1);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* Unanswered probes do not keep a dead peer alive: the peer timeout
+ * fires once, at the same time as without probes. */
+static void test_tail_probe_dead_peer_still_times_out(void)
+{
+    for (uint32_t probes = 0; probes <= 2; probes += 2) {
+        fx_t fx;
+        opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 100000, 1000000);
+        p.tail_probes = probes;
+        fx_init(&fx, &p);
+        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+        FX_SEND_TINY(&fx, ep, 3, NULL);
+        fx_complete_all(&fx);
+        uint64_t start = fx.now;
+        while (0 == fx.peer_failed_calls && fx_run_to_timeout(&fx)) {
+            fx_progress(&fx);
+            fx_complete_all(&fx);
+        }
+        CHECK_EQ(fx.peer_failed_calls, 1);
+        CHECK_EQ_U(fx.now - start, 1000000);
+        CHECK_EQ_U(fx.eng.stats.num_tail_probes, probes);
+        fx_fini(&fx);
+    }
+}
+
 /* NewReno partial ACK: in recovery, an ACK that advances but stays below
  * |recover| retransmits the new oldest segment at once (if it was sent
  * once and is overdue), counted as a fast retransmission */
@@ -1526,7 +1671,10 @@ UNIT_MAIN(UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_o
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),
           UNIT_TEST(test_backoff_capped_while_peer_alive), UNIT_TEST(test_sack_repairs_holes),
-          UNIT_TEST(test_timeout_retransmits_only_oldest), UNIT_TEST(test_partial_ack_retransmits_next_hole),
+          UNIT_TEST(test_timeout_retransmits_only_oldest),
+          UNIT_TEST(test_tail_probe_resends_newest_alone), UNIT_TEST(test_tail_probe_answered_no_timeout),
+          UNIT_TEST(test_tail_probe_timeout_from_rtt), UNIT_TEST(test_tail_probe_off_times_out),
+          UNIT_TEST(test_tail_probe_dead_peer_still_times_out), UNIT_TEST(test_partial_ack_retransmits_next_hole),
           UNIT_TEST(test_partial_ack_spares_recent_hole), UNIT_TEST(test_dup_ack_overdue_retransmits_again),
           UNIT_TEST(test_next_deadline_never_late), UNIT_TEST(test_peer_timeout_fires_once),
           UNIT_TEST(test_peer_timeout_not_while_acks_advance), UNIT_TEST(test_peer_timeout_idle_endpoint),

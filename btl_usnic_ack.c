@@ -58,6 +58,21 @@
  * common, and 8x, 16x ... waits only stall the window; a silent peer
  * backs off fully (up to rto_max) until peer_timeout.
  *
+ * Tail-loss probes (RFC 9002's probe timeout).  A lost last datagram of a
+ * burst, or its lost ACK, leaves no later segment to reveal the hole: the
+ * timer must decide.  With tail_probes > 0 the oldest segment's timer is
+ * armed at PTO = srtt + 4 rttvar + ack_delay (the initial RTO before the
+ * first sample; both sides use the same ack_delay), and its first firings
+ * resend the newest segment the peer has not reported held, one datagram
+ * each, without back-off: its arrival (a duplicate or out of order) makes
+ * the peer ACK at once, and the selective ACK lets sack_repair resend
+ * exactly the holes one round trip later.  Only when tail_probes probes
+ * went unanswered does the timer time out as below (batch, back-off,
+ * TIMED_OUT).  A probe is not a timeout: it sets no TIMED_OUT flag, so
+ * the peer never reports it premature and the RTO floor is not raised;
+ * the probed segment gives no RTT sample (Karn, its retries count).  An
+ * advancing ACK resets the count.  The peer timeout is unchanged.
+ *
  * Selective ACKs.  Every ACK also carries 16 bits: which of the 16
  * segments after the first missing one the receiver already has (and an
  * explicit ACK up to 8 ranges).  The sender resends each hole that a

@@ -144,6 +144,9 @@ typedef struct opal_btl_usnic_component_t {
     char *wire_name;            /* btl_usnic_wire */
     int wire;                   /* opal_btl_usnic_wire_kind_t */
     int max_datagram;           /* bytes of our largest datagram; 0 = what the path allows */
+    bool pmtu_discovery;        /* search each path's MTU end to end (btl_usnic_pmtu.c) */
+    int pmtu_base;              /* bytes of a datagram that surely crosses any path */
+    int pmtu_reprobe;           /* ms between a search that ended below the limit and the next */
     bool sock_gso;              /* socket wire: send batches with UDP_SEGMENT where it works */
     bool sock_gro;              /* socket wire: receive coalesced batches (UDP_GRO) */
     int sock_rcvbuf;            /* socket wire: bytes of kernel receive buffer asked for (data channel) */

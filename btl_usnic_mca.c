@@ -259,6 +259,25 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
         note_bad_param("max_datagram", value, "0, or 256 to 65507");
         ok = false;
     }
+    c->pmtu_discovery = true;
+    (void) mca_base_component_var_register(
+        c->version, "pmtu_discovery",
+        "Find the datagram size each path carries end to end: start every peer at btl_usnic_pmtu_base, raise "
+        "it when the peer echoes a larger probe (up to both interfaces' limit), fall back when large "
+        "datagrams vanish while small ones cross (a black hole), probe up again every btl_usnic_pmtu_reprobe "
+        "ms; ICMP is ignored (the socket wire sends with IP_PMTUDISC_PROBE), so a forged \"fragmentation "
+        "needed\" changes nothing.  false = the size is the smaller interface limit, fixed when the peers "
+        "meet, and the socket wire lets the kernel's ICMP-learned path MTU refuse larger sends",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->pmtu_discovery);
+    ok &= reg_int("pmtu_base",
+                  "Datagram bytes (our header included, IP and UDP headers not) that surely cross every path "
+                  "between the hosts: new peers start here, and a black hole falls back here.  1252 fits a "
+                  "1280-byte link (IPv6's minimum MTU); set it lower only for paths below that",
+                  1252, OPAL_BTL_USNIC_MIN_MTU, 65000, OPAL_INFO_LVL_5, &c->pmtu_base);
+    ok &= reg_int("pmtu_reprobe",
+                  "Milliseconds after a path MTU search ended below the interfaces' limit (or fell back from a "
+                  "black hole) before it probes upward again, so that a repaired path returns to full size",
+                  60000, 100, 86400000, OPAL_INFO_LVL_5, &c->pmtu_reprobe);
     c->sock_gso = true;
     (void) mca_base_component_var_register(
         c->version, "sock_gso",
@@ -505,13 +524,14 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
             module->transport->describe_peer(module, ep, path, sizeof(path));
         }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u dgram=%u max=%u probes=%u/%u/%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
                     (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
                     (unsigned long long) ep->tx.in_flight_charge, oldest, opal_list_get_size(&ep->tx.queue),
-                    (unsigned long long) ep->tx.peer_credit, ep->window, path, (unsigned) rx.next_expected,
+                    (unsigned long long) ep->tx.peer_credit, ep->window, ep->pmtu.cur, ep->pmtu.max,
+                    ep->pmtu.probes_sent, ep->pmtu.probes_acked, ep->pmtu.probes_lost, path, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }

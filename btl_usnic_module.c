@@ -43,6 +43,16 @@ static void up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t
                      frag->put.local_handle, frag->put.cbcontext, frag->put.cbdata, status);
 }
 
+static void up_path_changed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t old, size_t now,
+                            const char *why)
+{
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
+    opal_btl_usnic_verbose(2, "%s: path to peer %s on %s: datagrams %s from %zu to %zu bytes: %s", module->if_name,
+                           opal_btl_usnic_id_str(ep->peer_id).s, peer_host, now < old ? "lowered" : "raised", old,
+                           now, why);
+}
+
 static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
@@ -73,6 +83,7 @@ static const opal_btl_usnic_upcalls_t engine_upcalls = {
     .send_done = up_send_done,
     .put_done = up_put_done,
     .peer_failed = up_peer_failed,
+    .path_changed = up_path_changed,
 };
 
 /* ===================== progress ===================== */
@@ -160,6 +171,9 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .gather_send = module->caps.gathers,
         .mem = module->caps.needs_mr ? &module->mem_ops : NULL,
         .batch_segs = module->caps.max_batch,
+        .pmtu_discovery = c->pmtu_discovery,
+        .pmtu_base = (size_t) c->pmtu_base,
+        .pmtu_reprobe = (uint64_t) c->pmtu_reprobe * 1000u,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];

@@ -96,7 +96,7 @@
 
 #define FZ_NPEERS 2            /* sender ids 1 .. FZ_NPEERS */
 #define FZ_SMALL_PEER 2
-#define FZ_SMALL_MTU 200       /* chunk payload 140 */
+#define FZ_SMALL_MTU 200       /* chunk payload 132 */
 #define FZ_MAX_WINDOW 64
 #define FZ_MAX_RECORDS 2048
 #define FZ_MAX_DEPTH 4         /* nested receives */

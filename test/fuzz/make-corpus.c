@@ -28,7 +28,8 @@ static const uint32_t rx_isns[4] = {0, 1000, 0xfffffff0u, 0x7ffffffcu};
 static const uint32_t tx_isns[2] = {0, 0xfffffffeu};
 #define SMALL_MTU 200
 #define P1_CHUNK ((uint32_t) FX_MAX_CHUNK_PAYLOAD)                        /* 1432 */
-#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 140 */
+#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 132 */
+#define P2_FRAG3 (2 * P2_CHUNK + 120) /* a fragment of three chunks to peer 2: 384 bytes */
 #define P2_FRAG ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_hdr_t)))   /* 172 */
 #define MAX_LEN 4096 /* run-fuzz.sh's -max_len */
 
@@ -141,6 +142,8 @@ static void chunk(dgram_t *d, uint32_t sender, uint32_t seq, uint32_t frag_id, u
     ch.frag_id = opal_btl_usnic_wire32(frag_id);
     ch.frag_size = opal_btl_usnic_wire32(size);
     ch.frag_offset = opal_btl_usnic_wire32(offset);
+    ch.chunk_size = opal_btl_usnic_wire32(2 == sender ? P2_CHUNK
+                                                      : (uint32_t) (FX_MTU - sizeof(opal_btl_usnic_chunk_hdr_t)));
     memcpy(d->b, &ch, sizeof(ch));
     fill(d->b + sizeof(ch), len, frag_id + offset);
     d->n = sizeof(ch) + len;
@@ -356,17 +359,17 @@ static void s_frag_piggyback_ack(input_t *in)
 static void s_chunks_complete(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, P2_CHUNK, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(2), 1, 400, 2 * P2_CHUNK, 400 - 2 * P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, P2_CHUNK, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(2), 1, P2_FRAG3, 2 * P2_CHUNK, P2_FRAG3 - 2 * P2_CHUNK, 0);
 }
 
 static void s_chunks_reordered(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(2), 1, 400, 2 * P2_CHUNK, 400 - 2 * P2_CHUNK, 0);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, P2_CHUNK, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(2), 1, P2_FRAG3, 2 * P2_CHUNK, P2_FRAG3 - 2 * P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, P2_CHUNK, P2_CHUNK, 0);
 }
 
 static void s_chunks_peer1(input_t *in)
@@ -387,25 +390,25 @@ static void s_chunks_interleaved(input_t *in)
 static void s_chunk_misaligned(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 10, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 10, P2_CHUNK, 0);
 }
 
 static void s_chunk_short_middle(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, 100, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, 100, 0);
 }
 
 static void s_chunk_last_wrong_len(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 2 * P2_CHUNK, 60, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 2 * P2_CHUNK, 60, 0);
 }
 
 static void s_chunk_out_of_range(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 2 * P2_CHUNK, P2_CHUNK, 0); /* ends at 480 */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 2 * P2_CHUNK, P2_CHUNK, 0); /* ends 12 bytes beyond it */
 }
 
 static void s_chunk_offset_huge(input_t *in)
@@ -434,7 +437,7 @@ static void s_chunk_max_size(input_t *in)
 static void s_chunk_zero_payload(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, 0, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, 0, 0);
 }
 
 static void s_chunk_zero_frag_id(input_t *in)
@@ -446,35 +449,35 @@ static void s_chunk_zero_frag_id(input_t *in)
 static void s_chunk_size_mismatch(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
     rx_chunk(in, 2, R(1), 1, 480, P2_CHUNK, P2_CHUNK, 0);
 }
 
 static void s_chunk_busy(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1 + in->window, 400, 0, P2_CHUNK, 0); /* the same slot */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1 + in->window, P2_FRAG3, 0, P2_CHUNK, 0); /* the same slot */
 }
 
 static void s_chunk_dup_offset(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, 0, P2_CHUNK, 0); /* new seq, chunk already there */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, 0, P2_CHUNK, 0); /* new seq, chunk already there */
 }
 
 static void s_chunk_dup_seq(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
 }
 
 static void s_chunk_too_new(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(8), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(8), 1, P2_FRAG3, 0, P2_CHUNK, 0);
 }
 
 static void s_chunk_slot_reuse(input_t *in)

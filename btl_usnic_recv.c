@@ -491,6 +491,8 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
  * whole, that datagram is received as if it had come in one, with every
  * check (its own tag and nonce included).  A piece never carries a piece,
  * so this recursion is one level deep. */
+static void recv_datagram(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg);
+
 static void recv_piece(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                        const opal_btl_usnic_datagram_t *dg)
 {
@@ -511,12 +513,19 @@ static void recv_piece(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_pieces_reassembled);
     opal_btl_usnic_datagram_t inner = {.buf = whole, .len = len, .channel = dg->channel, .src = dg->src};
-    opal_btl_usnic_recv_segment(eng, &inner);
+    recv_datagram(eng, &inner);
 }
 
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    recv_datagram(eng, dg);
+}
+
+/* One datagram, received whole or reassembled from pieces (counted once,
+ * as the datagrams the wire handed up) */
+static void recv_datagram(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
+{
     opal_btl_usnic_endpoint_t *ep = validate(eng, dg);
     if (NULL == ep) {
         return;

@@ -487,6 +487,56 @@ static void s_chunk_slot_reuse(input_t *in)
     rx_chunk(in, 2, R(1), 1 + in->window, 100, 0, 100, 0);
 }
 
+/* A path MTU probe: answered with an echo, nothing accepted or dropped */
+static void s_probe(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t d;
+    opal_btl_usnic_hdr_t h = hdr(OPAL_BTL_USNIC_PKT_PROBE, 1, 0, 300, 0);
+    memcpy(d.b, &h, sizeof(h));
+    memset(d.b + sizeof(h), 0, 300);
+    d.n = sizeof(h) + 300;
+    record(in, d.b, d.n, 0);
+}
+
+/* A piece (authentic) of a datagram: a FRAG in two pieces whose tag this
+ * harness never sealed.  The whole is checked again: dropped as not
+ * authentic, nothing accepted */
+static void s_pieces_of_unsealed_frag(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t whole, d;
+    frag(&whole, 1, R(0), 200);
+    for (size_t off = 0; off < whole.n; off += 150) {
+        size_t n = whole.n - off < 150 ? whole.n - off : 150;
+        opal_btl_usnic_piece_hdr_t ph;
+        ph.hdr = hdr(OPAL_BTL_USNIC_PKT_PIECE, 1, R(0), n, 0);
+        ph.whole_nonce = opal_btl_usnic_wire64(7);
+        ph.whole_len = opal_btl_usnic_wire16((uint16_t) whole.n);
+        ph.offset = opal_btl_usnic_wire16((uint16_t) off);
+        memcpy(d.b, &ph, sizeof(ph));
+        memcpy(d.b + sizeof(ph), whole.b + off, n);
+        d.n = sizeof(ph) + n;
+        record(in, d.b, d.n, 0);
+    }
+}
+
+/* A piece claiming bytes beyond its datagram */
+static void s_piece_out_of_range(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t d;
+    opal_btl_usnic_piece_hdr_t ph;
+    ph.hdr = hdr(OPAL_BTL_USNIC_PKT_PIECE, 1, R(0), 100, 0);
+    ph.whole_nonce = opal_btl_usnic_wire64(9);
+    ph.whole_len = opal_btl_usnic_wire16(150);
+    ph.offset = opal_btl_usnic_wire16(100);
+    memcpy(d.b, &ph, sizeof(ph));
+    fill(d.b + sizeof(ph), 100, 3);
+    d.n = sizeof(ph) + 100;
+    record(in, d.b, d.n, 0);
+}
+
 static void s_ack_valid(input_t *in)
 {
     DEFAULT_CONFIG(in);
@@ -931,6 +981,9 @@ static const seed_t seeds[] = {
     {"chunk-dup-seq", s_chunk_dup_seq, "dels=0 chunk=1 old=1"},
     {"chunk-too-new", s_chunk_too_new, "dels=0 chunk=0 toonew=1"},
     {"chunk-slot-reuse", s_chunk_slot_reuse, "dels=2 chunk=2 ne2=2"},
+    {"probe", s_probe, "dels=0 frag=0 invalid=0 acks=0"},
+    {"pieces-of-unsealed-frag", s_pieces_of_unsealed_frag, "dels=0 frag=0 invalid=1 badmac=1 ne1=0"},
+    {"piece-out-of-range", s_piece_out_of_range, "dels=0 frag=0 invalid=1"},
     {"ack-valid", s_ack_valid, "acks=2 acked1=2 acked2=3 invalid=0"},
     {"ack-sack-ranges", s_ack_sack_ranges, "acks=2 badsack=1 invalid=1 acked1=0 acked2=0"},
     {"ack-bye", s_ack_bye, "byes=1 departed=1 dels=1 ne1=0 ne2=1 acked1=2 invalid=0"},

@@ -46,6 +46,9 @@ static void up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t
 static void up_path_changed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t old, size_t now,
                             const char *why)
 {
+    if (opal_btl_usnic_globals.verbose < 2) {
+        return; /* Open MPI 5 looks the host name up anew, and never frees it */
+    }
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
     const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
     opal_btl_usnic_verbose(2, "%s: path to peer %s on %s: datagrams %s from %zu to %zu bytes: %s", module->if_name,

@@ -185,6 +185,14 @@ typedef struct opal_btl_usnic_component_t {
 } opal_btl_usnic_component_t;
 
 extern opal_btl_usnic_component_t opal_btl_usnic_globals;
+
+/* The largest probe the connectivity checker needs to cross: with the
+ * path MTU search on, its base size (the search finds the rest); else
+ * no cap (0) */
+static inline uint32_t opal_btl_usnic_connectivity_probe_cap(void)
+{
+    return opal_btl_usnic_globals.pmtu_discovery ? (uint32_t) opal_btl_usnic_globals.pmtu_base : 0;
+}
 extern mca_btl_base_module_t opal_btl_usnic_module_template;
 
 /* A real lock with MPI threads, or while the away thread may run */

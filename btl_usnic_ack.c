@@ -42,6 +42,18 @@
  * at which opal_progress loops it: 20-50 times rto_min on a loopback
  * path.
  *
+ * Tail-loss probes (RFC 9002's probe timeout).  A lost last datagram of a
+ * burst, or a lost last ACK, leaves nothing to report the loss: no
+ * duplicate ACK, no selective ACK.  So before the first timeout of an
+ * episode the oldest segment's deadline is the probe timeout, srtt + 4
+ * rttvar + the peer's ACK delay (at least rto_min, at most the RTO, whose
+ * floor starts at retrans_timeout), and its expiry resends that segment
+ * alone (tail_probe) without back-off, up to tail_probes times: the tail
+ * itself, or a copy the receiver holds, which it ACKs at once, selective
+ * ranges and all (SACK repair then resends exactly the holes).  Probes
+ * carry RETX but not RETX_TIMEOUT, so the receiver never reports them as
+ * premature timeouts.  Unanswered probes end in the timeout below.
+ *
  * What a timeout retransmits.  Only an endpoint's oldest un-ACKed segment
  * (the one the cumulative ACK is stuck on).  Resending the whole window on
  * a timeout repeats the same burst every RTO in lockstep; with periodic

@@ -133,10 +133,10 @@ typedef struct opal_btl_usnic_component_t {
     int rto_min;                /* microseconds */
     int rto_max;                /* microseconds */
     int peer_timeout;           /* seconds; 0 = never */
+    int tail_probes;            /* tail-loss probes before a timeout */
     int max_resends_per_iteration;
     int ack_iteration_delay;
     int ack_delay;
-    int tail_probes;            /* probes before a timeout retransmission */
     int priority_limit;         /* bytes of a tiny datagram */
     int window;                 /* 0 = derive from the socket buffer */
     int stats;                  /* seconds between statistics lines, 0 = off */
@@ -145,6 +145,9 @@ typedef struct opal_btl_usnic_component_t {
     char *wire_name;            /* btl_usnic_wire */
     int wire;                   /* opal_btl_usnic_wire_kind_t */
     int max_datagram;           /* bytes of our largest datagram; 0 = what the path allows */
+    bool pmtu_discovery;        /* search each path's MTU end to end (btl_usnic_pmtu.c) */
+    int pmtu_base;              /* bytes of a datagram that surely crosses any path */
+    int pmtu_reprobe;           /* ms between a search that ended below the limit and the next */
     bool sock_gso;              /* socket wire: send batches with UDP_SEGMENT where it works */
     bool sock_gro;              /* socket wire: receive coalesced batches (UDP_GRO) */
     int sock_rcvbuf;            /* socket wire: bytes of kernel receive buffer asked for (data channel) */
@@ -183,6 +186,14 @@ typedef struct opal_btl_usnic_component_t {
 } opal_btl_usnic_component_t;
 
 extern opal_btl_usnic_component_t opal_btl_usnic_globals;
+
+/* The largest probe the connectivity checker needs to cross: with the
+ * path MTU search on, its base size (the search finds the rest); else
+ * no cap (0) */
+static inline uint32_t opal_btl_usnic_connectivity_probe_cap(void)
+{
+    return opal_btl_usnic_globals.pmtu_discovery ? (uint32_t) opal_btl_usnic_globals.pmtu_base : 0;
+}
 extern mca_btl_base_module_t opal_btl_usnic_module_template;
 
 /* A real lock with MPI threads, or while the away thread may run */

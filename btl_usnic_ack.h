@@ -98,10 +98,6 @@ void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usn
 void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 
 /* Exponential back-off: |rto| doubled |retries| times, at most |rto_max|. */
-/* Probe timeout (RFC 9002's PTO): srtt + 4 * rttvar + the peer's ACK delay;
- * before the first RTT sample, the initial retransmit timeout. */
-uint64_t opal_btl_usnic_probe_timeout(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
-
 static inline uint64_t opal_btl_usnic_rto_backoff(uint64_t rto, unsigned retries, uint64_t rto_max)
 {
     unsigned shift = retries < 20 ? retries : 20;

@@ -273,8 +273,9 @@ static int open_probe_socket(opal_btl_usnic_module_t *module, probe_sock_t *ps)
         return OPAL_ERROR;
     }
     set_nonblock_cloexec(fd);
-    /* never fragment: a probe must cross the path as one datagram */
-    int pmtu = IP_PMTUDISC_DO;
+    /* never fragment: a probe must cross the path as one datagram; and,
+     * as the socket wire, take no path MTU from ICMP when the search is on */
+    int pmtu = opal_btl_usnic_globals.pmtu_discovery ? IP_PMTUDISC_PROBE : IP_PMTUDISC_DO;
     (void) setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
     struct sockaddr_in sin;
     memset(&sin, 0, sizeof(sin));
@@ -641,7 +642,8 @@ static void start_probing(opal_btl_usnic_ccheck_t *ck, uint64_t now)
         check_finish(ck, OPAL_BTL_USNIC_CV_REFUSED, now);
         return;
     }
-    ck->large = opal_btl_usnic_cprobe_large_size(agent.socks[ck->sock].mtu, peer->mtu);
+    ck->large = opal_btl_usnic_cprobe_large_size(agent.socks[ck->sock].mtu, peer->mtu,
+                                                 opal_btl_usnic_connectivity_probe_cap());
     send_round(ck, now);
 }
 

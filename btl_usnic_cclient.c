@@ -136,7 +136,8 @@ void opal_btl_usnic_cclient_add(opal_btl_usnic_module_t *module, opal_proc_t *pr
     pr->peer_ipv4 = remote->ipv4;
     pr->peer_port = remote->probe_port; /* non-zero if that peer is its host's agent */
     pr->peer_vpid = proc->proc_name.vpid;
-    pr->large = opal_btl_usnic_cprobe_large_size(module->local_modex.mtu, remote->mtu);
+    pr->large = opal_btl_usnic_cprobe_large_size(module->local_modex.mtu, remote->mtu,
+                                                 opal_btl_usnic_connectivity_probe_cap());
     snprintf(pr->peer_host, sizeof(pr->peer_host), "%s", opal_get_proc_hostname(proc));
     snprintf(pr->peer_if, sizeof(pr->peer_if), "%.15s", '\0' != remote->if_name[0] ? remote->if_name : "?");
     pr->verdict = OPAL_BTL_USNIC_CV_PENDING;
@@ -327,7 +328,7 @@ static const char *failed_what(const pair_t *pr, char *buf, size_t len)
 {
     switch (pr->verdict) {
     case OPAL_BTL_USNIC_CV_LARGE_FAILED:
-        snprintf(buf, len, "%u bytes (the MTU-sized probes were lost; %u-byte probes got through: MTU mismatch?)",
+        snprintf(buf, len, "%u bytes (the large probes were lost; %u-byte probes got through: MTU mismatch?)",
                  pr->large, OPAL_BTL_USNIC_CPROBE_SMALL);
         break;
     case OPAL_BTL_USNIC_CV_SMALL_FAILED:

@@ -134,11 +134,16 @@ opal_btl_usnic_cprobe_status_t opal_btl_usnic_cprobe_parse(const uint8_t *buf, s
                                                            const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES],
                                                            opal_btl_usnic_cprobe_t *p);
 
-/* Size of the large probe: the largest datagram both sides use (the
- * smaller modex MTU), never below the small probe. */
-static inline uint32_t opal_btl_usnic_cprobe_large_size(uint32_t local_mtu, uint32_t remote_mtu)
+/* Size of the large probe: the largest datagram both sides may use (the
+ * smaller modex MTU, and at most |cap| when not 0: with the path MTU
+ * search on, only its base size must cross at start, the search finds
+ * the rest), never below the small probe. */
+static inline uint32_t opal_btl_usnic_cprobe_large_size(uint32_t local_mtu, uint32_t remote_mtu, uint32_t cap)
 {
     uint32_t m = (local_mtu < remote_mtu) ? local_mtu : remote_mtu;
+    if (0 != cap && m > cap) {
+        m = cap;
+    }
     if (m > OPAL_BTL_USNIC_CPROBE_MAX) {
         m = OPAL_BTL_USNIC_CPROBE_MAX;
     }

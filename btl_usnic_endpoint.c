@@ -25,7 +25,11 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     OBJ_CONSTRUCT(&ep->tx.rts_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->rx.ack_item, opal_list_item_t);
     OBJ_CONSTRUCT(&ep->tx.flight_item, opal_list_item_t);
+    OBJ_CONSTRUCT(&ep->probe_item, opal_list_item_t);
     ep->tx.on_flight_list = false;
+    ep->on_probe_list = false;
+    memset(&ep->pmtu, 0, sizeof(ep->pmtu));
+    memset(&ep->rx.pieces, 0, sizeof(ep->rx.pieces));
     memset(&ep->timer, 0, sizeof(ep->timer));
     memset(&ep->tx.mac, 0, sizeof(ep->tx.mac));
     memset(&ep->rx.mac, 0, sizeof(ep->rx.mac));
@@ -72,17 +76,29 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     }
     free(ep->rx.frags);
     opal_btl_usnic_held_free_all(ep);
+    opal_btl_usnic_pieces_free(&ep->rx.pieces);
     opal_btl_usnic_mac_clear(&ep->tx.mac);
     opal_btl_usnic_mac_clear(&ep->rx.mac);
     free(ep->rx.rcvd);
     free(ep->tx.sent);
     OBJ_DESTRUCT(&ep->tx.flight_item);
+    OBJ_DESTRUCT(&ep->probe_item);
     OBJ_DESTRUCT(&ep->rx.ack_item);
     OBJ_DESTRUCT(&ep->tx.rts_item);
     OBJ_DESTRUCT(&ep->tx.queue);
 }
 
 OBJ_CLASS_INSTANCE(opal_btl_usnic_endpoint_t, opal_list_item_t, endpoint_construct, endpoint_destruct);
+
+/* The path MTU search of a pair whose interfaces allow |max| bytes starts
+ * (again) from the base size; the sizes in use follow */
+static void pmtu_restart(opal_btl_usnic_endpoint_t *ep, size_t max)
+{
+    const opal_btl_usnic_engine_params_t *p = &ep->eng->p;
+    opal_btl_usnic_pmtu_init(&ep->pmtu, p->pmtu_discovery, (uint32_t) p->pmtu_base, (uint32_t) max,
+                             p->pmtu_reprobe);
+    opal_btl_usnic_endpoint_set_datagram(ep, ep->pmtu.cur);
+}
 
 int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_engine_t *eng,
                                      uint32_t window, opal_btl_usnic_seq_t local_isn,
@@ -109,10 +125,8 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     if (NULL == ep->tx.sent || NULL == ep->rx.rcvd || NULL == ep->rx.frags) {
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
-    ep->tiny_mtu = eng->p.tiny_mtu;
-    ep->max_frag_payload = eng->max_frag_payload;
-    ep->max_chunk_payload = eng->max_chunk_payload;
-    ep->max_tiny_payload = eng->max_tiny_payload;
+    ep->pair_tiny_mtu = eng->p.tiny_mtu;
+    pmtu_restart(ep, eng->p.mtu);
     ep->tx.next_seq = local_isn;
     ep->tx.acked_seq = local_isn - 1;
     ep->tx.nonce = opal_btl_usnic_nonce_first(eng->nonce_generation++);
@@ -145,16 +159,60 @@ void opal_btl_usnic_endpoint_set_peer_rx(opal_btl_usnic_endpoint_t *ep, const op
     ep->tx.peer_credit = (0 == capacity) ? UINT64_MAX : (capacity / 4 > least) ? capacity / 4 : least;
 }
 
+void opal_btl_usnic_endpoint_set_datagram(opal_btl_usnic_endpoint_t *ep, size_t size)
+{
+    ep->max_frag_payload = size - sizeof(opal_btl_usnic_hdr_t);
+    ep->max_chunk_payload = size - sizeof(opal_btl_usnic_chunk_hdr_t);
+    ep->tiny_mtu = (ep->pair_tiny_mtu < size) ? ep->pair_tiny_mtu : size;
+    ep->max_tiny_payload = ep->tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
+}
+
 void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu)
 {
-    if (mtu < ep->max_chunk_payload + sizeof(opal_btl_usnic_chunk_hdr_t)) {
-        ep->max_frag_payload = mtu - sizeof(opal_btl_usnic_hdr_t);
-        ep->max_chunk_payload = mtu - sizeof(opal_btl_usnic_chunk_hdr_t);
+    if (tiny_mtu < ep->pair_tiny_mtu) {
+        ep->pair_tiny_mtu = tiny_mtu;
     }
-    if (tiny_mtu < ep->tiny_mtu) {
-        ep->tiny_mtu = tiny_mtu;
-        ep->max_tiny_payload = tiny_mtu - sizeof(opal_btl_usnic_hdr_t);
+    if (mtu < ep->pmtu.max) {
+        pmtu_restart(ep, mtu);
+    } else {
+        opal_btl_usnic_endpoint_set_datagram(ep, ep->pmtu.cur);
     }
+}
+
+void opal_btl_usnic_endpoint_probe_watch(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    uint64_t when = opal_btl_usnic_pmtu_next_event(&ep->pmtu);
+    if (OPAL_BTL_USNIC_PMTU_NEVER == when || ep->failed) {
+        if (ep->on_probe_list) {
+            opal_list_remove_item(&eng->endpoints_probing, &ep->probe_item);
+            ep->on_probe_list = false;
+        }
+        return;
+    }
+    if (!ep->on_probe_list) {
+        opal_list_append(&eng->endpoints_probing, &ep->probe_item);
+        ep->on_probe_list = true;
+    }
+    if (when < eng->next_probe_event) {
+        eng->next_probe_event = when;
+    }
+}
+
+void opal_btl_usnic_endpoint_path_update(opal_btl_usnic_endpoint_t *ep, size_t old, const char *why)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    size_t now = ep->pmtu.cur;
+    opal_btl_usnic_endpoint_set_datagram(ep, now);
+    if (now < old) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_pmtu_lowered);
+    } else if (now > old) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_pmtu_raised);
+    }
+    if (now != old && NULL != eng->up->path_changed) {
+        eng->up->path_changed(eng, ep, old, now, why);
+    }
+    opal_btl_usnic_endpoint_probe_watch(ep);
 }
 
 void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep)
@@ -172,6 +230,10 @@ void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep)
     if (ep->tx.on_flight_list) {
         opal_list_remove_item(&eng->endpoints_in_flight, &ep->tx.flight_item);
         ep->tx.on_flight_list = false;
+    }
+    if (ep->on_probe_list) {
+        opal_list_remove_item(&eng->endpoints_probing, &ep->probe_item);
+        ep->on_probe_list = false;
     }
 }
 
@@ -196,7 +258,9 @@ static size_t next_datagram_len(const opal_btl_usnic_endpoint_t *ep, const opal_
         return sizeof(opal_btl_usnic_hdr_t) + frag->total_len;
     }
     size_t left = frag->total_len - frag->offset;
-    size_t piece = (left < ep->max_chunk_payload) ? left : ep->max_chunk_payload;
+    size_t chunk = (OPAL_BTL_USNIC_FRAG_LARGE == frag->kind && 0 != frag->frag_id) ? frag->chunk_payload
+                                                                                  : ep->max_chunk_payload;
+    size_t piece = (left < chunk) ? left : chunk;
     return sizeof(opal_btl_usnic_chunk_hdr_t) + piece; /* a PUT's piece makes a datagram no longer */
 }
 

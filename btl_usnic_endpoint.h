@@ -15,6 +15,8 @@
 #include "btl_usnic_auth.h"
 #include "btl_usnic_engine_core.h"
 #include "btl_usnic_frag.h"
+#include "btl_usnic_pieces.h"
+#include "btl_usnic_pmtu.h"
 #include "btl_usnic_seq.h"
 
 /* opal_btl_usnic_endpoint_t (btl_usnic_engine_core.h names it) */
@@ -64,6 +66,7 @@ struct mca_btl_base_endpoint_t {
         uint64_t rttvar;                 /* us */
         uint64_t rto;                    /* us */
         unsigned backoff;                /* timeouts since the ACK last advanced */
+        unsigned tail_probes;            /* tail-loss probes since the ACK last advanced */
         uint64_t last_ack_time;          /* last time the ACK advanced or data started to flow */
         uint64_t last_heard;             /* last time any ACK (even a duplicate) came; 0 = never */
         bool in_recovery;
@@ -72,7 +75,6 @@ struct mca_btl_base_endpoint_t {
         uint64_t floor_changed;          /* when rto_floor last changed */
         uint64_t last_timeout;           /* time of the last timeout retransmission; 0 = none pending judgement */
         uint64_t last_loss;              /* last time the peer reported a hole; 0 = never */
-        unsigned probes;                 /* tail-loss probes sent since the ACK last advanced */
     } timer;
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is
@@ -106,11 +108,18 @@ struct mca_btl_base_endpoint_t {
         opal_list_item_t ack_item;       /* on the engine's endpoints_needing_ack */
         opal_btl_usnic_mac_t mac;        /* its key toward us */
         opal_btl_usnic_replay_t replay;  /* the nonces of its authentic datagrams */
+        opal_btl_usnic_pieces_t pieces;  /* its datagrams that come as pieces */
     } rx;
 
     uint32_t window;                     /* segments; same on both sides */
 
-    /* Datagram limits toward this peer: the smaller of both sides' MTUs */
+    /* Datagram limits toward this peer: the smaller of both sides' MTUs,
+     * and on the data channel what the path MTU search confirmed
+     * (pmtu.cur; opal_btl_usnic_endpoint_set_datagram) */
+    opal_btl_usnic_pmtu_t pmtu;
+    bool on_probe_list;
+    opal_list_item_t probe_item;         /* on the engine's endpoints_probing */
+    size_t pair_tiny_mtu;                /* the priority channel's limit of both sides */
     size_t tiny_mtu;                     /* largest datagram for the priority channel */
     size_t max_frag_payload;             /* PML bytes in one FRAG segment */
     size_t max_chunk_payload;            /* bytes in one CHUNK segment */
@@ -161,6 +170,22 @@ void opal_btl_usnic_endpoint_set_peer_rx(opal_btl_usnic_endpoint_t *ep, const op
  * beyond our own).
  */
 void opal_btl_usnic_endpoint_limit_mtu(opal_btl_usnic_endpoint_t *ep, size_t mtu, size_t tiny_mtu);
+
+/* Use datagrams of at most |size| bytes toward |ep| from now on (the path
+ * MTU search's confirmed size): new segments are cut to it, larger ones
+ * already cut go as pieces */
+void opal_btl_usnic_endpoint_set_datagram(opal_btl_usnic_endpoint_t *ep, size_t size);
+
+/**
+ * The path MTU search of |ep| moved: use its size (pmtu.cur, which was
+ * |old| bytes) from now on, count and report the change with |why| (the
+ * path_changed upcall), and watch the search's next event.
+ */
+void opal_btl_usnic_endpoint_path_update(opal_btl_usnic_endpoint_t *ep, size_t old, const char *why);
+
+/* Put |ep| on the engine's list of searches that have an event coming
+ * (a probe due or out), or take it off when it has none */
+void opal_btl_usnic_endpoint_probe_watch(opal_btl_usnic_endpoint_t *ep);
 
 /* Number of un-ACKed segments */
 static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_endpoint_t *ep)

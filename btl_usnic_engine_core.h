@@ -8,16 +8,19 @@
  * test/unit/check-headers.sh checks that):
  *
  *   proto seq auth batch stats slab reg charge   pure building blocks
- *   frag                   segments, fragments, their pool, reassembly slots
+ *   frag pmtu pieces       segments, fragments, their pool, reassembly slots;
+ *                          one peer's path MTU search; reassembly of pieces
  *   engine_core            this header
  *   endpoint               per-peer state, bound to an engine, its ready-to-send list
- *   complete acktr ack post put send recv
+ *   complete acktr ack post put probe send recv
  *                          the reliability engine's layers (no header
  *                          includes another); their calls go one way
  *                          (test/unit/check-calls.sh): completions; what
  *                          we owe a peer; the sender's reliability and
- *                          the hotel; posting; PUT; the send progression
- *                          and the progress pass; the receive side
+ *                          the hotel; posting (pieces and probes too);
+ *                          PUT; the path MTU searches' driver; the send
+ *                          progression and the progress pass; the
+ *                          receive side
  *   glue pml               the engine side of the BTL entry points; the
  *                          module's side of the deliver upcall
  *   engine                 all but pml (what the module and the tests include)
@@ -136,6 +139,13 @@ typedef struct opal_btl_usnic_upcalls_t {
      * and tells the PML.  May be called again for a peer already failed.
      */
     void (*peer_failed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc);
+    /**
+     * The datagram size toward |ep| changed from |old| to |now| bytes for
+     * |why| (a sentence): the owner tells the user at its verbose level.
+     * May be NULL.
+     */
+    void (*path_changed)(struct opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t old,
+                         size_t now, const char *why);
 } opal_btl_usnic_upcalls_t;
 
 typedef struct opal_btl_usnic_engine_params_t {
@@ -148,7 +158,6 @@ typedef struct opal_btl_usnic_engine_params_t {
     size_t tiny_mtu;              /* max datagram on the priority channel */
     uint32_t ack_iteration_delay; /* progress ticks an ACK may wait for a piggy-back */
     uint64_t ack_delay;           /* us an ACK may wait for a piggy-back (as well as the ticks) */
-    uint32_t tail_probes;         /* one-datagram probes before a timeout (0 = none) */
     uint32_t max_resends_per_iteration;
     uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
     size_t max_send_size;         /* largest fragment the PML may hand us */
@@ -157,6 +166,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t rto_floor_start;     /* us: the floor until the path proves lossy (0: rto_min) */
     uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
+    uint32_t tail_probes;         /* tail-loss probes (one datagram each, after the probe timeout) before
+                                     the first timeout of an episode; 0 = a timeout and its batch at once */
     bool gather_send;             /* the wire sends a header and a payload from elsewhere as one
                                      datagram: PUT segments then reference the source, uncopied */
     const opal_btl_usnic_mem_ops_t *mem; /* registers segment slabs with the provider; NULL when it
@@ -166,6 +177,10 @@ typedef struct opal_btl_usnic_engine_params_t {
                                      buffers on OS-bypass NICs); 0 = unknown: no limit but the window */
     opal_btl_usnic_charge_t rx_charge; /* what one datagram costs of it, by size (published in the
                                      modex: peers count what they have in flight to us with it) */
+    bool pmtu_discovery;          /* search each path's MTU (btl_usnic_pmtu.c); false: the datagram
+                                     size is the smaller of both interfaces' limits, fixed */
+    size_t pmtu_base;             /* datagram bytes that surely cross any path: the search starts here */
+    uint64_t pmtu_reprobe;        /* us after a search ended below the limit before it starts again */
     uint32_t batch_segs;          /* data segments the wire sends to one peer as one batch (one
                                      segmentation-offload send); the send progression gives each
                                      endpoint up to this many in a row.  0 or 1: no batches */
@@ -202,6 +217,8 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t endpoints_needing_ack;
     opal_list_t pending_callbacks; /* frags whose PML callback is deferred to progress */
     opal_list_t endpoints_in_flight; /* the hotel's register: endpoints with un-ACKed segments */
+    opal_list_t endpoints_probing; /* endpoints whose path MTU search has a probe due or out */
+    uint64_t next_probe_event;    /* the earliest time one of them needs attention (UINT64_MAX: none) */
 
     opal_btl_usnic_frag_pool_t pool; /* fragments, segments and the memory of their buffers */
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */

@@ -114,6 +114,8 @@ typedef struct opal_btl_usnic_send_frag_t {
     /* large fragments */
     size_t offset;                        /* bytes already copied into chunks */
     uint32_t frag_id;
+    uint32_t chunk_payload;               /* bytes per chunk, fixed at its first (the receiver
+                                             places chunks by it) */
     uint8_t *pack_buf;                    /* packed data (non-contiguous / alloc) */
     size_t pack_buf_size;
     uint8_t hdr_space[OPAL_BTL_USNIC_LARGE_HDR_SPACE];

@@ -183,6 +183,13 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "btl_usnic_rto_max, when the peer reports a timeout as premature (it had the data but was "
                   "descheduled) and has reported no loss for 2 s",
                   500, 10, 60000000, OPAL_INFO_LVL_5, &c->rto_min);
+    ok &= reg_int("tail_probes",
+                  "Tail-loss probes (RFC 9002's probe timeout): when a peer's ACK has not advanced for srtt + 4 "
+                  "rttvar + btl_usnic_ack_delay (at least btl_usnic_rto_min, at most the retransmit timeout), "
+                  "its oldest un-ACKed segment is sent again alone, up to this many times, before a timeout "
+                  "resends its batch and backs off.  A lost last datagram or last ACK of a burst then costs one "
+                  "datagram per probe instead of a batch after a full timeout.  0 = no probes",
+                  2, 0, 2, OPAL_INFO_LVL_5, &c->tail_probes);
     ok &= reg_int("rto_max",
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
                   10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);
@@ -211,12 +218,6 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "ACK for free; streams are ACKed every half window regardless.  Must stay below half of "
                   "btl_usnic_rto_min",
                   50, 0, 1000000, OPAL_INFO_LVL_5, &c->ack_delay);
-    ok &= reg_int("tail_probes",
-                  "Tail-loss probes (0..2): when the oldest un-ACKed segment's timer fires, first resend only the "
-                  "newest un-ACKed segment (one datagram) up to this many times, each after srtt + 4 * rttvar + "
-                  "btl_usnic_ack_delay, so the peer's selective ACK names the holes; only then time out and resend "
-                  "a batch with back-off.  0 = time out at once",
-                  2, 0, 2, OPAL_INFO_LVL_5, &c->tail_probes);
     ok &= reg_int("priority_limit",
                   "Largest datagram (bytes, header included) sent as a tiny message on the priority channel; it is "
                   "also the receive buffer size of that channel (0: 768)",
@@ -265,6 +266,25 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
         note_bad_param("max_datagram", value, "0, or 256 to 65507");
         ok = false;
     }
+    c->pmtu_discovery = true;
+    (void) mca_base_component_var_register(
+        c->version, "pmtu_discovery",
+        "Find the datagram size each path carries end to end: start every peer at btl_usnic_pmtu_base, raise "
+        "it when the peer echoes a larger probe (up to both interfaces' limit), fall back when large "
+        "datagrams vanish while small ones cross (a black hole), probe up again every btl_usnic_pmtu_reprobe "
+        "ms; ICMP is ignored (the socket wire sends with IP_PMTUDISC_PROBE), so a forged \"fragmentation "
+        "needed\" changes nothing.  false = the size is the smaller interface limit, fixed when the peers "
+        "meet, and the socket wire lets the kernel's ICMP-learned path MTU refuse larger sends",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->pmtu_discovery);
+    ok &= reg_int("pmtu_base",
+                  "Datagram bytes (our header included, IP and UDP headers not) that surely cross every path "
+                  "between the hosts: new peers start here, and a black hole falls back here.  1252 fits a "
+                  "1280-byte link (IPv6's minimum MTU); set it lower only for paths below that",
+                  1252, OPAL_BTL_USNIC_MIN_MTU, 65000, OPAL_INFO_LVL_5, &c->pmtu_base);
+    ok &= reg_int("pmtu_reprobe",
+                  "Milliseconds after a path MTU search ended below the interfaces' limit (or fell back from a "
+                  "black hole) before it probes upward again, so that a repaired path returns to full size",
+                  60000, 100, 86400000, OPAL_INFO_LVL_5, &c->pmtu_reprobe);
     c->sock_gso = true;
     (void) mca_base_component_var_register(
         c->version, "sock_gso",
@@ -511,13 +531,14 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
             module->transport->describe_peer(module, ep, path, sizeof(path));
         }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u dgram=%u max=%u probes=%u/%u/%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
                     (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
                     (unsigned long long) ep->tx.in_flight_charge, oldest, opal_list_get_size(&ep->tx.queue),
-                    (unsigned long long) ep->tx.peer_credit, ep->window, path, (unsigned) rx.next_expected,
+                    (unsigned long long) ep->tx.peer_credit, ep->window, ep->pmtu.cur, ep->pmtu.max,
+                    ep->pmtu.probes_sent, ep->pmtu.probes_acked, ep->pmtu.probes_lost, path, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }

@@ -43,6 +43,19 @@ static void up_put_done(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_frag_t
                      frag->put.local_handle, frag->put.cbcontext, frag->put.cbdata, status);
 }
 
+static void up_path_changed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t old, size_t now,
+                            const char *why)
+{
+    if (opal_btl_usnic_globals.verbose < 2) {
+        return; /* Open MPI 5 looks the host name up anew, and never frees it */
+    }
+    opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
+    const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
+    opal_btl_usnic_verbose(2, "%s: path to peer %s on %s: datagrams %s from %zu to %zu bytes: %s", module->if_name,
+                           opal_btl_usnic_id_str(ep->peer_id).s, peer_host, now < old ? "lowered" : "raised", old,
+                           now, why);
+}
+
 static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, int rc)
 {
     opal_btl_usnic_module_t *module = opal_btl_usnic_module_of(eng);
@@ -73,6 +86,7 @@ static const opal_btl_usnic_upcalls_t engine_upcalls = {
     .send_done = up_send_done,
     .put_done = up_put_done,
     .peer_failed = up_peer_failed,
+    .path_changed = up_path_changed,
 };
 
 /* ===================== progress ===================== */
@@ -146,7 +160,6 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .tiny_mtu = module->caps.max_datagram[OPAL_BTL_USNIC_PRIORITY_CHANNEL],
         .ack_iteration_delay = (uint32_t) c->ack_iteration_delay,
         .ack_delay = (uint64_t) c->ack_delay,
-        .tail_probes = (uint32_t) c->tail_probes,
         .max_resends_per_iteration = (uint32_t) c->max_resends_per_iteration,
         .max_send_size = module->super.btl_max_send_size > module->super.btl_eager_limit
                              ? module->super.btl_max_send_size
@@ -156,11 +169,15 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_floor_start = (uint64_t) c->retrans_timeout,
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
+        .tail_probes = (uint32_t) c->tail_probes,
         .rx_capacity = module->caps.rx_capacity,
         .rx_charge = module->caps.rx_charge,
         .gather_send = module->caps.gathers,
         .mem = module->caps.needs_mr ? &module->mem_ops : NULL,
         .batch_segs = module->caps.max_batch,
+        .pmtu_discovery = c->pmtu_discovery,
+        .pmtu_base = (size_t) c->pmtu_base,
+        .pmtu_reprobe = (uint64_t) c->pmtu_reprobe * 1000u,
     };
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_DATA_CHANNEL];
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = module->caps.send_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL];

@@ -16,6 +16,22 @@
  * reposts at most max_resends_per_iteration of them per pass, always on the
  * data channel, so that retransmissions never crowd ACKs off the priority
  * channel.
+ *
+ * Pieces.  A segment cut before the path shrank (a black hole, the path
+ * MTU search's fall-back) is larger than the path carries.  It keeps its
+ * sequence number, its place in the window and its timer; each copy is
+ * sealed as usual and then cut into PIECE datagrams of the path's size
+ * (each sealed too: a forged piece cannot spoil a reassembly), which the
+ * receiver puts back together and takes as if the whole had arrived
+ * (btl_usnic_pieces.c).  Chosen over re-chunking (new sequence numbers for
+ * data already numbered and perhaps partly received would break the
+ * window's one-segment-one-number rule and the receiver's reassembly
+ * slots) and over IP fragmentation (a black hole drops what exceeds the
+ * link whatever the DF bit says, and the kernel fragments at the MTU ICMP
+ * taught it).  Cost, paid only by segments cut larger than the path: a
+ * copy and a tag per piece at the sender, a copy into the reassembly
+ * buffer and a second tag check at the receiver, 64 header bytes per
+ * piece, and a lost piece costs the whole segment's retransmission.
  */
 #include "opal_config.h"
 
@@ -31,10 +47,16 @@
 
 /* ----- first transmissions ----- */
 
+/* |seg| left (|whole|: as one datagram on |channel|, which took a send
+ * slot; else as pieces, which took theirs) */
 static void post_succeeded(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
-                           opal_btl_usnic_send_seg_t *seg, int channel)
+                           opal_btl_usnic_send_seg_t *seg, int channel, bool whole)
 {
-    --eng->credits[channel];
+    if (whole) {
+        --eng->credits[channel];
+    } else {
+        seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED; /* its pieces carry copies: the buffer is ours */
+    }
     eng->away_next = 0; /* the owner just sent: resend_away's back-off starts afresh */
     eng->away_interval = 0;
     opal_btl_usnic_hotel_checkin(eng, ep, seg);
@@ -85,6 +107,125 @@ void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
     seal_parts(eng, ep, seg->hdr, opal_btl_usnic_seg_inline_len(seg), seg->ext_data, seg->ext_len);
 }
 
+/* ----- datagrams larger than the path allows now: pieces ----- */
+
+/* Copy |n| bytes at |off| of |seg|'s datagram (its buffer, then a
+ * gathered payload) to |dst| */
+static void seg_bytes_copy(const opal_btl_usnic_send_seg_t *seg, size_t off, uint8_t *dst, size_t n)
+{
+    size_t inline_len = opal_btl_usnic_seg_inline_len(seg);
+    if (off < inline_len) {
+        size_t k = (inline_len - off < n) ? inline_len - off : n;
+        memcpy(dst, (const uint8_t *) seg->hdr + off, k);
+        dst += k;
+        off += k;
+        n -= k;
+    }
+    if (n > 0) {
+        memcpy(dst, seg->ext_data + (off - inline_len), n);
+    }
+}
+
+/* Post one piece: bytes [off, off + len) of the sealed |seg| */
+static int piece_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                      const opal_btl_usnic_send_seg_t *seg, size_t off, size_t len)
+{
+    opal_btl_usnic_send_seg_t *piece = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
+    if (NULL == piece) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_piece_hdr_t *ph = (opal_btl_usnic_piece_hdr_t *) piece->hdr;
+    opal_btl_usnic_hdr_fill(eng, &ph->hdr, OPAL_BTL_USNIC_PKT_PIECE, seg->seq, len, 0);
+    ph->whole_nonce = seg->hdr->nonce; /* already in wire order */
+    ph->whole_len = opal_btl_usnic_wire16((uint16_t) seg->wire_len);
+    ph->offset = opal_btl_usnic_wire16((uint16_t) off);
+    seg_bytes_copy(seg, off, (uint8_t *) (ph + 1), len);
+    piece->wire_len = (uint32_t) (sizeof(*ph) + len);
+    piece->ep = ep;
+    int rc = opal_btl_usnic_post_unacked(eng, ep, piece, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS == rc) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_pieces_sent);
+    }
+    return rc;
+}
+
+/* Post the sealed |seg| as pieces of |ep|'s datagram size, all of equal
+ * length but the last.  Each piece is a sealed datagram of its own; the
+ * receiver checks the reassembled whole as if it had come in one.  A
+ * failure may leave some pieces sent: a copy that never completes there
+ * (the next copy has another nonce). */
+static int pieces_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       const opal_btl_usnic_send_seg_t *seg)
+{
+    size_t whole = seg->wire_len;
+    size_t room = ep->pmtu.cur - sizeof(opal_btl_usnic_piece_hdr_t);
+    if (eng->credits[OPAL_BTL_USNIC_DATA_CHANNEL] < (int32_t) ((whole + room - 1) / room)) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    for (size_t off = 0; off < whole; off += room) {
+        int rc = piece_post(eng, ep, seg, off, (whole - off < room) ? whole - off : room);
+        if (OPAL_SUCCESS != rc) {
+            return rc;
+        }
+    }
+    return OPAL_SUCCESS;
+}
+
+/* Post the sealed |seg| to |ep|: whole on |channel| when the path takes
+ * it (*|whole_p|), else as pieces on the data channel */
+static int datagram_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                         opal_btl_usnic_send_seg_t *seg, int channel, bool *whole_p)
+{
+    *whole_p = OPAL_LIKELY(seg->wire_len <= ep->pmtu.cur);
+    return *whole_p ? eng->wire->post(eng, ep, seg, channel) : pieces_post(eng, ep, seg);
+}
+
+/* ----- path MTU probes ----- */
+
+int opal_btl_usnic_probe_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t size)
+{
+    if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || size < sizeof(opal_btl_usnic_hdr_t)) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_chunk_seg_alloc(&eng->pool);
+    if (NULL == seg) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    size_t padding = size - sizeof(opal_btl_usnic_hdr_t);
+    opal_btl_usnic_hdr_fill(eng, seg->hdr, OPAL_BTL_USNIC_PKT_PROBE, 0, padding, 0);
+    memset(opal_btl_usnic_seg_payload(seg, sizeof(opal_btl_usnic_hdr_t)), 0, padding);
+    seg->wire_len = (uint32_t) size;
+    seg->ep = ep;
+    int rc = opal_btl_usnic_post_unacked(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    if (OPAL_SUCCESS == rc) {
+        OPAL_BTL_USNIC_STAT_INC(eng, num_pmtu_probes);
+    }
+    return rc;
+}
+
+/* The oldest segment to |ep|, larger than the base size, timed out and
+ * its copy leaves now: the search may ask for proof that small datagrams
+ * still cross, or find a black hole (then the copy goes as pieces) */
+static void pmtu_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                         const opal_btl_usnic_send_seg_t *seg)
+{
+    size_t old = ep->pmtu.cur;
+    switch (opal_btl_usnic_pmtu_timeout(&ep->pmtu, seg->wire_len, ep->tx.acked_seq, eng->now)) {
+    case OPAL_BTL_USNIC_PMTU_SEND_BASE_PROBE:
+        if (OPAL_SUCCESS == opal_btl_usnic_probe_post(eng, ep, ep->pmtu.base)) {
+            opal_btl_usnic_pmtu_probe_sent(&ep->pmtu, ep->pmtu.base, eng->now, 0);
+        }
+        break;
+    case OPAL_BTL_USNIC_PMTU_FELL_BACK:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_pmtu_blackholes);
+        opal_btl_usnic_endpoint_path_update(ep, old, "larger datagrams timed out twice while a base-size probe "
+                                                     "got through (a black hole on the path)");
+        break;
+    default:
+        break;
+    }
+}
+
 int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                         opal_btl_usnic_send_seg_t *seg, int channel)
 {
@@ -96,7 +237,8 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     seg->flags = OPAL_BTL_USNIC_SEG_FLAG_POSTED | OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW;
     seg->channel = (uint8_t) channel; /* a completion inside post credits this channel */
     opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, channel);
+    bool whole;
+    int rc = datagram_post(eng, ep, seg, channel, &whole);
     if (OPAL_SUCCESS != rc) {
         seg->flags = 0;
         if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
@@ -110,6 +252,10 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
         /* the debt is paid only now that the ACK really left */
         opal_btl_usnic_ack_piggyback(eng, ep, seg->hdr);
     }
+    if (!whole) {
+        channel = OPAL_BTL_USNIC_DATA_CHANNEL;
+        seg->channel = (uint8_t) channel;
+    }
     ep->tx.next_seq = seq + 1;
     ep->tx.sent[seq % ep->window] = seg;
     seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
@@ -121,7 +267,7 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     if (in_flight > eng->stats.max_sent_window) {
         eng->stats.max_sent_window = in_flight;
     }
-    post_succeeded(eng, ep, seg, channel);
+    post_succeeded(eng, ep, seg, channel, whole);
     return OPAL_SUCCESS;
 }
 
@@ -189,8 +335,12 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
         ++ep->tx.data_unacked; /* its copy is a data-channel segment from now on */
     }
     seg->channel = OPAL_BTL_USNIC_DATA_CHANNEL; /* a completion inside post credits this channel */
+    if ((seg->flags & OPAL_BTL_USNIC_SEG_FLAG_TIMED_OUT) && seg->seq == (opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1)) {
+        pmtu_timeout(eng, ep, seg); /* once per timeout: its oldest segment */
+    }
     opal_btl_usnic_seg_seal(eng, ep, seg);
-    int rc = eng->wire->post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    bool whole;
+    int rc = datagram_post(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL, &whole);
     if (OPAL_SUCCESS != rc) {
         seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;
         return rc;
@@ -203,7 +353,7 @@ static int resend_segment(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_
         ++seg->retries;
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_resends);
-    post_succeeded(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL);
+    post_succeeded(eng, ep, seg, OPAL_BTL_USNIC_DATA_CHANNEL, whole);
     return OPAL_SUCCESS;
 }
 
@@ -279,7 +429,7 @@ void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usn
 
 /* Post one explicit ACK to |ep|, with |flags| added (BYE).  Returns
  * OPAL_SUCCESS or the post error. */
-static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags)
+static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint8_t flags, size_t echo)
 {
     opal_btl_usnic_send_seg_t *seg = opal_btl_usnic_ack_seg_alloc(&eng->pool);
     if (NULL == seg) {
@@ -289,8 +439,9 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     opal_btl_usnic_ack_hdr_t *ah = (opal_btl_usnic_ack_hdr_t *) seg->hdr;
     opal_btl_usnic_hdr_fill(eng, &ah->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
     opal_btl_usnic_ack_stamp(eng, ep, &ah->hdr);
-    ah->hdr.flags |= OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | flags;
-    memset(ah->reserved, 0, sizeof(ah->reserved));
+    ah->hdr.flags |= flags;
+    ah->reserved = 0;
+    ah->probe_echo = opal_btl_usnic_wire16((uint16_t) echo);
     memset(ah->range, 0, sizeof(ah->range));
     ah->nranges = (uint8_t) opal_btl_usnic_sack_ranges_fill(ep, ah->range);
     seg->wire_len = sizeof(*ah);
@@ -316,7 +467,7 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng)
             if (eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
                 break;
             }
-            int rc = ack_send(eng, ep, 0);
+            int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW, 0);
             if (OPAL_ERR_TEMP_OUT_OF_RESOURCE == rc) {
                 OPAL_BTL_USNIC_STAT_INC(eng, num_send_eagain);
                 break;
@@ -338,10 +489,25 @@ int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     if (ep->failed || ep->departed || eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
         return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
     }
-    int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_BYE);
+    int rc = ack_send(eng, ep, OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW | OPAL_BTL_USNIC_HDR_FLAG_BYE, 0);
     if (OPAL_SUCCESS == rc) {
         opal_btl_usnic_ack_forget(eng, ep);
         OPAL_BTL_USNIC_STAT_INC(eng, num_bye_sends);
+    }
+    return rc;
+}
+
+int opal_btl_usnic_probe_echo_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t size)
+{
+    if (ep->failed || ep->departed || eng->credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] <= 0) {
+        return OPAL_ERR_TEMP_OUT_OF_RESOURCE;
+    }
+    /* it reports arrivals only if some are unreported: else the sender
+     * would count it as a duplicate ACK */
+    bool owed = ep->rx.ack_owed;
+    int rc = ack_send(eng, ep, owed ? OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW : 0, size);
+    if (OPAL_SUCCESS == rc && owed) {
+        opal_btl_usnic_ack_forget(eng, ep);
     }
     return rc;
 }

@@ -69,6 +69,21 @@ int opal_btl_usnic_ack_send_due(opal_btl_usnic_engine_t *eng);
  */
 int opal_btl_usnic_bye_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 
+/**
+ * Post a path MTU probe of |size| bytes (header and padding) to |ep|, a
+ * datagram nobody ACKs: the peer echoes its length in an explicit ACK.
+ * Returns OPAL_SUCCESS or the post error (OPAL_ERR_TEMP_OUT_OF_RESOURCE
+ * when no send slot or segment is free).
+ */
+int opal_btl_usnic_probe_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t size);
+
+/**
+ * Answer a probe of |size| bytes from |ep| at once: an explicit ACK with
+ * the probe echo (ACK_NEW only if arrivals are unreported).
+ * OPAL_ERR_TEMP_OUT_OF_RESOURCE if it cannot go now (the prober tries again).
+ */
+int opal_btl_usnic_probe_echo_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t size);
+
 /* A free send slot on |channel| */
 static inline bool opal_btl_usnic_have_credit(const opal_btl_usnic_engine_t *eng, int channel)
 {

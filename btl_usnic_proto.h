@@ -56,16 +56,33 @@
  *  +---------------+---------------+---------------+---------------+
  *  |                  offset of this chunk                         |
  *  +---------------+---------------+---------------+---------------+
+ *  |      chunk size (bytes of every chunk of it but the last)     |
+ *  +---------------+---------------+---------------+---------------+
  *
  *  ACK segments only (explicit ACKs), after the common header:
  *  +---------------+---------------+---------------+---------------+
- *  |   nranges     |                 reserved (0)                  |
+ *  |   nranges     | reserved (0)  |  probe echo (bytes of the     |
+ *  |               |               |  largest probe taken; 0 none) |
  *  +---------------+---------------+---------------+---------------+
  *  |  range start (segments after  |  range length (segments held) |
  *  |  ack_seq + 1)                 |                               |
  *  +---------------+---------------+---------------+---------------+
  *  |   ... OPAL_BTL_USNIC_SACK_RANGES ranges in all, nranges used  |
  *  +---------------+---------------+---------------+---------------+
+ *
+ *  PIECE segments only (a piece of a sealed datagram too large for the
+ *  path, btl_usnic_post.c), after the common header, then the piece's bytes:
+ *  +---------------+---------------+---------------+---------------+
+ *  |         nonce of the whole datagram (64 bits): which copy     |
+ *  +                                                               +
+ *  |                                                               |
+ *  +---------------+---------------+---------------+---------------+
+ *  |     length of the whole       |   offset of this piece in it  |
+ *  +---------------+---------------+---------------+---------------+
+ *
+ *  PROBE segments (path MTU search, btl_usnic_pmtu.c): the common header
+ *  and payload_len bytes of padding; the peer answers with an explicit ACK
+ *  whose probe echo says how long the probe was.
  *
  * Version 2 replaced version 1's job cookie (computable by anyone who
  * knows the job id) with the nonce and the tag; version 3 widened the
@@ -77,7 +94,9 @@
  * by the receiver's), where version 4 started all of a sender's streams at
  * its one ISN; version 6 counts the credit in KiB of what the receiver's
  * buffer is charged (btl_usnic_charge.h, the table in its modex) instead
- * of segments, so small messages get the depth their real cost allows.
+ * of segments, so small messages get the depth their real cost allows;
+ * version 7 added path MTU probes, their echo in explicit ACKs, and
+ * pieces (a datagram cut to a smaller path, reassembled by the receiver).
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -87,14 +106,16 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    6
+#define OPAL_BTL_USNIC_PROTO_VERSION    7
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
     X(FRAG,  1)   /* a whole PML fragment in one datagram */ \
     X(CHUNK, 2)   /* a piece of a fragment to be reassembled */ \
     X(ACK,   3)   /* header only, carries a cumulative ACK */ \
-    X(PUT,   4)   /* emulated RDMA write: bytes for a registered region of the receiver */
+    X(PUT,   4)   /* emulated RDMA write: bytes for a registered region of the receiver */ \
+    X(PROBE, 5)   /* padding of a size the path MTU search tries; the peer echoes its length */ \
+    X(PIECE, 6)   /* a piece of a sealed datagram the path became too small for */
 
 enum {
 #define OPAL_BTL_USNIC_SEG_ENUM(name, value) OPAL_BTL_USNIC_PKT_##name = value,
@@ -143,6 +164,8 @@ typedef struct __attribute__((packed)) opal_btl_usnic_chunk_hdr_t {
     uint32_t frag_id;
     uint32_t frag_size;
     uint32_t frag_offset;
+    uint32_t chunk_size; /* bytes of every chunk of the fragment but the last: the sender fixes it
+                            at the first chunk (its path's size then), the receiver places chunks by it */
 } opal_btl_usnic_chunk_hdr_t;
 
 /* PUT segments: where the payload goes.  The receiver writes it only
@@ -169,14 +192,27 @@ typedef struct __attribute__((packed)) opal_btl_usnic_sack_range_t {
 typedef struct __attribute__((packed)) opal_btl_usnic_ack_hdr_t {
     opal_btl_usnic_hdr_t hdr;
     uint8_t nranges;    /* ranges in use, at most OPAL_BTL_USNIC_SACK_RANGES */
-    uint8_t reserved[3];
+    uint8_t reserved;
+    uint16_t probe_echo; /* bytes of the largest PROBE that made the receiver send this ACK; 0: none */
     opal_btl_usnic_sack_range_t range[OPAL_BTL_USNIC_SACK_RANGES];
 } opal_btl_usnic_ack_hdr_t;
 
+/* A PIECE: bytes [offset, offset + payload_len) of a sealed datagram of
+ * whole_len bytes whose nonce is whole_nonce (the copy it belongs to:
+ * every transmission has its own).  The whole is an ordinary datagram
+ * with its own tag: the receiver checks it again once reassembled. */
+typedef struct __attribute__((packed)) opal_btl_usnic_piece_hdr_t {
+    opal_btl_usnic_hdr_t hdr;
+    uint64_t whole_nonce;
+    uint16_t whole_len;
+    uint16_t offset;
+} opal_btl_usnic_piece_hdr_t;
+
+_Static_assert(sizeof(opal_btl_usnic_piece_hdr_t) == 64, "piece header size");
 _Static_assert(sizeof(opal_btl_usnic_hdr_t) == 52, "wire header size");
 _Static_assert(sizeof(opal_btl_usnic_ack_hdr_t) == 88, "ack header size");
 _Static_assert(sizeof(opal_btl_usnic_put_hdr_t) == 72, "put header size");
-_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 64, "chunk header size");
+_Static_assert(sizeof(opal_btl_usnic_chunk_hdr_t) == 68, "chunk header size");
 
 static inline const char *opal_btl_usnic_seg_type_name(unsigned type)
 {
@@ -210,7 +246,8 @@ static inline uint64_t opal_btl_usnic_host64(uint64_t v) { return le64toh(v); }
     X(BAD_PUT,     "PUT outside a live registered region") \
     X(BAD_SACK,    "ACK with more selective-ACK ranges than it holds") \
     X(DEPARTED,    "from a peer that said it left (a late copy)") \
-    X(OVERSIZED,   "longer than the channel's datagrams: cut short on the way, never ours")
+    X(OVERSIZED,   "longer than the channel's datagrams: cut short on the way, never ours") \
+    X(BAD_PIECE,   "piece outside its datagram, or its datagram not one a piece may carry")
 
 enum {
 #define OPAL_BTL_USNIC_DROP_ENUM(name, text) OPAL_BTL_USNIC_DROP_##name,
@@ -228,7 +265,9 @@ static inline size_t opal_btl_usnic_hdr_len(unsigned type)
     case OPAL_BTL_USNIC_PKT_CHUNK: return sizeof(opal_btl_usnic_chunk_hdr_t);
     case OPAL_BTL_USNIC_PKT_PUT: return sizeof(opal_btl_usnic_put_hdr_t);
     case OPAL_BTL_USNIC_PKT_ACK: return sizeof(opal_btl_usnic_ack_hdr_t);
-    case OPAL_BTL_USNIC_PKT_FRAG: return sizeof(opal_btl_usnic_hdr_t);
+    case OPAL_BTL_USNIC_PKT_PIECE: return sizeof(opal_btl_usnic_piece_hdr_t);
+    case OPAL_BTL_USNIC_PKT_FRAG:
+    case OPAL_BTL_USNIC_PKT_PROBE: return sizeof(opal_btl_usnic_hdr_t);
     default: return 0;
     }
 }
@@ -263,8 +302,21 @@ static inline int opal_btl_usnic_hdr_check(const void *buf, size_t len)
                    ? OPAL_BTL_USNIC_VALID
                    : 1 + OPAL_BTL_USNIC_DROP_BAD_SACK;
     case OPAL_BTL_USNIC_PKT_FRAG:
+    case OPAL_BTL_USNIC_PKT_PROBE:
         return (len >= sizeof(*hdr) + payload) ? OPAL_BTL_USNIC_VALID
                                                  : 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+    case OPAL_BTL_USNIC_PKT_PIECE: {
+        const opal_btl_usnic_piece_hdr_t *ph = (const opal_btl_usnic_piece_hdr_t *) buf;
+        if (len < sizeof(*ph) + payload) {
+            return 1 + OPAL_BTL_USNIC_DROP_TRUNCATED;
+        }
+        size_t whole = opal_btl_usnic_host16(ph->whole_len);
+        size_t off = opal_btl_usnic_host16(ph->offset);
+        if (0 == payload || whole < sizeof(*hdr) || off + payload > whole) {
+            return 1 + OPAL_BTL_USNIC_DROP_BAD_PIECE;
+        }
+        return OPAL_BTL_USNIC_VALID;
+    }
     case OPAL_BTL_USNIC_PKT_CHUNK: {
         const opal_btl_usnic_chunk_hdr_t *ch = (const opal_btl_usnic_chunk_hdr_t *) buf;
         if (len < sizeof(*ch) + payload) {

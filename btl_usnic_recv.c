@@ -39,6 +39,8 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_proto.h"
+#include "btl_usnic_pieces.h"
+#include "btl_usnic_probe.h"
 #include "btl_usnic_put.h"
 #include "btl_usnic_recv.h"
 #include "btl_usnic_reg.h"
@@ -65,6 +67,7 @@ static void count_drop(opal_btl_usnic_engine_t *eng, int reason)
     case OPAL_BTL_USNIC_DROP_BAD_SACK: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_sack); break;
     case OPAL_BTL_USNIC_DROP_DEPARTED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_departed); break;
     case OPAL_BTL_USNIC_DROP_OVERSIZED: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_oversized); break;
+    case OPAL_BTL_USNIC_DROP_BAD_PIECE: OPAL_BTL_USNIC_STAT_INC(eng, num_drop_bad_piece); break;
     default: break;
     }
 }
@@ -242,6 +245,9 @@ static bool take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
                                         0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_NEW))) {
         return false;
     }
+    if (OPAL_UNLIKELY(ep->pmtu.waiting)) {
+        opal_btl_usnic_probe_ack_taken(eng, ep, 0); /* the peer knows us: its path may be searched */
+    }
     /* the timer reports of an ACK that passed its checks only */
     if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_LATE_DUP) {
         opal_btl_usnic_premature_timeout(eng, ep);
@@ -351,12 +357,14 @@ static bool recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     uint32_t size = opal_btl_usnic_host32(ch->frag_size);
     uint32_t offset = opal_btl_usnic_host32(ch->frag_offset);
     uint32_t len = opal_btl_usnic_host16(ch->hdr.payload_len);
+    uint32_t chunk_size = opal_btl_usnic_host32(ch->chunk_size);
     opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[frag_id % ep->window];
 
-    /* Both sides cut fragments with the same chunk size (the smaller
-     * MTU): anything else is corrupt or forged, and accepting overlapping
-     * chunks would complete a fragment with bytes that never arrived. */
-    if (!opal_btl_usnic_chunk_is_aligned(size, (uint32_t) ep->max_chunk_payload, offset, len)) {
+    /* Every chunk of a fragment has the chunk size its first one had (at
+     * most what our datagrams hold): anything else is corrupt or forged,
+     * and accepting overlapping chunks would complete a fragment with
+     * bytes that never arrived. */
+    if (chunk_size > eng->max_chunk_payload || !opal_btl_usnic_chunk_is_aligned(size, chunk_size, offset, len)) {
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
         return false;
     }
@@ -369,7 +377,7 @@ static bool recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
         return false;
     case OPAL_BTL_USNIC_RX_FRAG_CONTINUE:
-        if (opal_btl_usnic_rx_frag_has(slot, offset)) {
+        if (slot->chunk_size != chunk_size || opal_btl_usnic_rx_frag_has(slot, offset)) {
             count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_CHUNK);
             return false;
         }
@@ -383,7 +391,7 @@ static bool recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     }
     opal_btl_usnic_held_t *h = (opal_btl_usnic_held_t *) malloc(sizeof(*h)); /* in case it completes */
     bool complete = false;
-    if (NULL == h || OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, (uint32_t) ep->max_chunk_payload,
+    if (NULL == h || OPAL_SUCCESS != opal_btl_usnic_rx_frag_add(slot, frag_id, size, chunk_size,
                                                                 offset, (uint8_t *) ch + sizeof(*ch), len, ch->hdr.tag,
                                                                 seq, &complete)) {
         free(h);
@@ -479,9 +487,45 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     return true;
 }
 
+/* A piece of a datagram from |ep| (authentic): once its datagram is
+ * whole, that datagram is received as if it had come in one, with every
+ * check (its own tag and nonce included).  A piece never carries a piece,
+ * so this recursion is one level deep. */
+static void recv_datagram(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg);
+
+static void recv_piece(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
+                       const opal_btl_usnic_datagram_t *dg)
+{
+    size_t len;
+    uint8_t *whole = opal_btl_usnic_pieces_add(&ep->rx.pieces, (const opal_btl_usnic_piece_hdr_t *) dg->buf,
+                                               eng->p.mtu, &len);
+    if (0 == len) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
+        return;
+    }
+    if (NULL == whole) {
+        return;
+    }
+    unsigned type = ((const opal_btl_usnic_hdr_t *) whole)->type;
+    if (OPAL_BTL_USNIC_PKT_PIECE == type || OPAL_BTL_USNIC_PKT_PROBE == type) {
+        count_drop(eng, OPAL_BTL_USNIC_DROP_BAD_PIECE);
+        return;
+    }
+    OPAL_BTL_USNIC_STAT_INC(eng, num_pieces_reassembled);
+    opal_btl_usnic_datagram_t inner = {.buf = whole, .len = len, .channel = dg->channel, .src = dg->src};
+    recv_datagram(eng, &inner);
+}
+
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    recv_datagram(eng, dg);
+}
+
+/* One datagram, received whole or reassembled from pieces (counted once,
+ * as the datagrams the wire handed up) */
+static void recv_datagram(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
+{
     opal_btl_usnic_endpoint_t *ep = validate(eng, dg);
     if (NULL == ep) {
         return;
@@ -496,9 +540,20 @@ void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_us
         if (take_ack(eng, ep, hdr)) {
             opal_btl_usnic_sack_ranges_take(eng, ep, ah->range, ah->nranges);
         }
+        if (OPAL_UNLIKELY(0 != ah->probe_echo)) {
+            opal_btl_usnic_probe_ack_taken(eng, ep, opal_btl_usnic_host16(ah->probe_echo));
+        }
         if (OPAL_UNLIKELY(hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_BYE)) {
             opal_btl_usnic_peer_departed(eng, ep);
         }
+        return;
+    }
+    if (OPAL_UNLIKELY(OPAL_BTL_USNIC_PKT_PROBE == hdr->type)) {
+        opal_btl_usnic_probe_answer(eng, ep, dg->len);
+        return;
+    }
+    if (OPAL_UNLIKELY(OPAL_BTL_USNIC_PKT_PIECE == hdr->type)) {
+        recv_piece(eng, ep, dg);
         return;
     }
     /* The ACK a data segment carries is taken only if the segment itself

@@ -19,6 +19,7 @@
 #include "btl_usnic_endpoint.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_post.h"
+#include "btl_usnic_probe.h"
 #include "btl_usnic_put.h"
 #include "btl_usnic_send.h"
 
@@ -196,16 +197,19 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         if (0 == ep->tx.next_frag_id) {
             ep->tx.next_frag_id = 1; /* 0 marks a free reassembly slot */
         }
+        frag->chunk_payload = (uint32_t) ep->max_chunk_payload; /* a later path MTU change cuts no
+                                                                   chunk of it differently */
     }
     size_t len = frag->total_len - frag->offset;
-    if (len > ep->max_chunk_payload) {
-        len = ep->max_chunk_payload;
+    if (len > frag->chunk_payload) {
+        len = frag->chunk_payload;
     }
     opal_btl_usnic_chunk_hdr_t *ch = (opal_btl_usnic_chunk_hdr_t *) seg->hdr;
     opal_btl_usnic_hdr_fill(eng, &ch->hdr, OPAL_BTL_USNIC_PKT_CHUNK, 0, len, frag->tag);
     ch->frag_id = opal_btl_usnic_wire32(frag->frag_id);
     ch->frag_size = opal_btl_usnic_wire32((uint32_t) frag->total_len);
     ch->frag_offset = opal_btl_usnic_wire32((uint32_t) frag->offset);
+    ch->chunk_size = opal_btl_usnic_wire32(frag->chunk_payload);
     large_frag_copy_out(frag, frag->offset, opal_btl_usnic_seg_payload(seg, sizeof(*ch)), len);
     seg->wire_len = (uint32_t) (sizeof(*ch) + len);
     int rc = opal_btl_usnic_chunk_seg_post(eng, ep, seg);
@@ -401,6 +405,9 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     }
     if (!opal_list_is_empty(&eng->endpoints_needing_ack)) {
         posted += opal_btl_usnic_ack_send_due(eng);
+    }
+    if (OPAL_UNLIKELY(eng->now >= eng->next_probe_event)) {
+        posted += opal_btl_usnic_probes_progress(eng);
     }
     if (posted > 0) {
         eng->wire->flush(eng);

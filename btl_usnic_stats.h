@@ -17,8 +17,7 @@
     X(num_fast_sends,       "Tiny fragments sent on the fast path (sendi or inline send)") \
     X(num_resends,          "Segments retransmitted") \
     X(num_timeout_retrans,  "Retransmissions caused by a retransmit timer") \
-    X(num_tail_probes,      "Tail-loss probes sent (one datagram each, newest un-ACKed segment)") \
-    X(num_tail_probe_timeouts, "Retransmit timeouts after every tail-loss probe went unanswered") \
+    X(num_tail_probes,      "Tail-loss probes: the oldest un-ACKed segment resent alone after the probe timeout (srtt + 4 rttvar + ACK delay), before any timeout") \
     X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
     X(num_sack_retrans,     "Retransmissions of holes revealed by the receiver's selective ACK bits") \
     X(num_away_resends,     "Copies of un-ACKed segments posted by the away thread while the process did not progress us (btl_usnic_away_resend)") \
@@ -53,6 +52,7 @@
     X(num_drop_bad_put,     "Datagrams dropped: PUT outside a live registered region (bad key, peer or range)") \
     X(num_drop_bad_sack,    "Datagrams dropped: an ACK claiming more selective-ACK ranges than it holds") \
     X(num_drop_oversized,   "Datagrams dropped: longer than the receive buffer (the channel's MTU)") \
+    X(num_drop_bad_piece,   "Datagrams dropped: a piece outside its datagram, or whose datagram was itself a piece") \
     X(num_drop_departed,    "Datagrams dropped: from a peer that said it left (MPI_Finalize); late copies") \
     X(num_bye_sends,        "Goodbyes posted at finalize (an ACK saying we leave; each peer gets two)") \
     X(num_bye_recvs,        "Goodbyes received: the peer left, nothing more of ours will be ACKed") \
@@ -79,7 +79,15 @@
     X(num_put_recvs,        "PUT segments written into a registered region") \
     X(num_put_after_dereg,  "PUT datagrams with the key of a deregistered region (dropped unwritten)") \
     X(num_regs,             "Memory regions registered for remote writes") \
-    X(num_peers_on_demand,  "Peers added when their first datagram came (a process of another job that sent first)")
+    X(num_peers_on_demand,  "Peers added when their first datagram came (a process of another job that sent first)") \
+    X(num_pmtu_probes,      "Path MTU probes sent (one padded datagram each, of the size being tried)") \
+    X(num_pmtu_probes_acked,"Path MTU probes the peer echoed: that size crosses the path") \
+    X(num_pmtu_probes_lost, "Path MTU probes that were not echoed in time") \
+    X(num_pmtu_blackholes,  "Black holes detected: datagrams above the base size timed out twice while a base-size probe got through") \
+    X(num_pmtu_lowered,     "Times the datagram size toward a peer was lowered (black holes)") \
+    X(num_pmtu_raised,      "Times the datagram size toward a peer was raised (a larger probe was echoed)") \
+    X(num_pieces_sent,      "Pieces sent: datagrams larger than the path allows now, cut into several") \
+    X(num_pieces_reassembled, "Datagrams reassembled from pieces and then processed as if received whole")
 
 typedef struct opal_btl_usnic_stats_t {
 #define OPAL_BTL_USNIC_STAT_FIELD(name, help) uint64_t name;

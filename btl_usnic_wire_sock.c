@@ -644,7 +644,11 @@ static void show_sock_error(opal_btl_usnic_module_t *module, const char *call, i
 }
 
 /* A non-blocking UDP socket bound to |ipv4| (any port), with the DF bit
- * set: a datagram the path cannot carry fails instead of fragmenting */
+ * set: a datagram the path cannot carry is lost (or fails) instead of
+ * fragmenting.  With the path MTU search on, IP_PMTUDISC_PROBE: the
+ * kernel sends up to the interface's MTU whatever ICMP told it about the
+ * route, so a forged "fragmentation needed" can neither shrink nor fail
+ * our sends; the search (btl_usnic_pmtu.c) finds what the path carries. */
 static int bound_socket(uint32_t ipv4, int *err_p)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -653,7 +657,7 @@ static int bound_socket(uint32_t ipv4, int *err_p)
         return -1;
     }
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = ipv4};
-    int pmtu = IP_PMTUDISC_DO;
+    int pmtu = opal_btl_usnic_globals.pmtu_discovery ? IP_PMTUDISC_PROBE : IP_PMTUDISC_DO;
     if (0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
         0 != setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu))) {
         *err_p = errno;

@@ -220,7 +220,7 @@ static int cmd_flood(const char *ip, unsigned port, int n_v2)
     for (int i = 0; i < n_v2; ++i) {
         uint64_t id;
         random_bytes(&id, sizeof(id));
-        size_t len = v2_forged(b, PROBE, id, (i % 2) ? 64 : 1472, (uint32_t) i % 4, to.sin_addr.s_addr, 9,
+        size_t len = v2_forged(b, PROBE, id, (i % 2) ? 64 : 1252, (uint32_t) i % 4, to.sin_addr.s_addr, 9,
                                to.sin_addr.s_addr, (uint16_t) port);
         sent_v2 += (sendto(fd, b, len, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) len);
         if (0 == i % 16) {

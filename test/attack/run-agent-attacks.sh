@@ -336,7 +336,7 @@ else
     read -r flipped guessed <<< "${forged:-0 0}"
     unauth=$(counter "$logB" "$H1" drop_unauthentic)
     failed=$(counter "$logB" "$H1" failed)
-    msg=$(grep -A12 "^The usnic BTL.s connectivity checker" "$logB" | grep -c "Failed probe size: *64 and 1472 bytes (no probe")
+    msg=$(grep -A12 "^The usnic BTL.s connectivity checker" "$logB" | grep -c "Failed probe size: *64 and 1252 bytes (no probe")
     if [ "$flipped" -lt 1 ] || [ "$guessed" -lt 1 ]; then
         fail "$name" "nothing forged (the attacker saw no probe)" "$LOG_DIR/forge.log"
     elif [ "$failed" -lt 1 ] || [ "$msg" -lt 1 ]; then

@@ -96,7 +96,7 @@
 
 #define FZ_NPEERS 2            /* sender ids 1 .. FZ_NPEERS */
 #define FZ_SMALL_PEER 2
-#define FZ_SMALL_MTU 200       /* chunk payload 140 */
+#define FZ_SMALL_MTU 200       /* chunk payload 132 */
 #define FZ_MAX_WINDOW 64
 #define FZ_MAX_RECORDS 2048
 #define FZ_MAX_DEPTH 4         /* nested receives */
@@ -162,7 +162,7 @@ typedef struct {
     uint32_t seq;
     opal_btl_usnic_seq_class_t cls;
     size_t payload;
-    uint32_t frag_id, frag_size, offset;
+    uint32_t frag_id, frag_size, offset, chunk_size;
     opal_btl_usnic_put_verdict_t put;  /* what a PUT deserves */
     uint64_t put_addr;
     unsigned delivered;        /* upcalls while it was the innermost datagram */
@@ -329,6 +329,7 @@ static void frame_classify(fz_frame_t *f)
         f->frag_id = opal_btl_usnic_host32(ch->frag_id);
         f->frag_size = opal_btl_usnic_host32(ch->frag_size);
         f->offset = opal_btl_usnic_host32(ch->frag_offset);
+        f->chunk_size = opal_btl_usnic_host32(ch->chunk_size);
     }
     if (OPAL_BTL_USNIC_PKT_PUT == f->type) {
         const opal_btl_usnic_put_hdr_t *ph = (const opal_btl_usnic_put_hdr_t *) f->buf;
@@ -350,10 +351,12 @@ static void shadow_accept(fz_frame_t *f)
 {
     opal_btl_usnic_endpoint_t *ep = f->ep;
     fz_shadow_t *s = &S.shadow[f->peer][f->frag_id % S.window];
-    uint32_t chunk = (uint32_t) ep->max_chunk_payload;
+    uint32_t chunk = f->chunk_size; /* the sender's, at most what our datagrams hold */
+    (void) ep;
+    FZ_CHECK(0 != chunk && chunk <= S.fx.eng.max_chunk_payload);
     FZ_CHECK(0 != f->frag_id);
     FZ_CHECK(f->frag_size > 0 && f->frag_size <= S.fx.eng.p.max_send_size);
-    /* the cut both sides agree on: every chunk but the last is |chunk| bytes at a multiple of it */
+    /* the cut its first chunk set: every chunk but the last is |chunk| bytes at a multiple of it */
     FZ_CHECK(0 == f->offset % chunk && (uint64_t) f->offset + f->payload <= f->frag_size);
     FZ_CHECK(f->payload == chunk || f->offset + f->payload == f->frag_size);
     if (0 == s->frag_id) {

@@ -28,7 +28,8 @@ static const uint32_t rx_isns[4] = {0, 1000, 0xfffffff0u, 0x7ffffffcu};
 static const uint32_t tx_isns[2] = {0, 0xfffffffeu};
 #define SMALL_MTU 200
 #define P1_CHUNK ((uint32_t) FX_MAX_CHUNK_PAYLOAD)                        /* 1432 */
-#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 140 */
+#define P2_CHUNK ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_chunk_hdr_t))) /* 132 */
+#define P2_FRAG3 (2 * P2_CHUNK + 120) /* a fragment of three chunks to peer 2: 384 bytes */
 #define P2_FRAG ((uint32_t) (SMALL_MTU - sizeof(opal_btl_usnic_hdr_t)))   /* 172 */
 #define MAX_LEN 4096 /* run-fuzz.sh's -max_len */
 
@@ -141,6 +142,8 @@ static void chunk(dgram_t *d, uint32_t sender, uint32_t seq, uint32_t frag_id, u
     ch.frag_id = opal_btl_usnic_wire32(frag_id);
     ch.frag_size = opal_btl_usnic_wire32(size);
     ch.frag_offset = opal_btl_usnic_wire32(offset);
+    ch.chunk_size = opal_btl_usnic_wire32(2 == sender ? P2_CHUNK
+                                                      : (uint32_t) (FX_MTU - sizeof(opal_btl_usnic_chunk_hdr_t)));
     memcpy(d->b, &ch, sizeof(ch));
     fill(d->b + sizeof(ch), len, frag_id + offset);
     d->n = sizeof(ch) + len;
@@ -356,17 +359,17 @@ static void s_frag_piggyback_ack(input_t *in)
 static void s_chunks_complete(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, P2_CHUNK, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(2), 1, 400, 2 * P2_CHUNK, 400 - 2 * P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, P2_CHUNK, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(2), 1, P2_FRAG3, 2 * P2_CHUNK, P2_FRAG3 - 2 * P2_CHUNK, 0);
 }
 
 static void s_chunks_reordered(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(2), 1, 400, 2 * P2_CHUNK, 400 - 2 * P2_CHUNK, 0);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, P2_CHUNK, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(2), 1, P2_FRAG3, 2 * P2_CHUNK, P2_FRAG3 - 2 * P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, P2_CHUNK, P2_CHUNK, 0);
 }
 
 static void s_chunks_peer1(input_t *in)
@@ -387,25 +390,25 @@ static void s_chunks_interleaved(input_t *in)
 static void s_chunk_misaligned(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 10, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 10, P2_CHUNK, 0);
 }
 
 static void s_chunk_short_middle(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, 100, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, 100, 0);
 }
 
 static void s_chunk_last_wrong_len(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 2 * P2_CHUNK, 60, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 2 * P2_CHUNK, 60, 0);
 }
 
 static void s_chunk_out_of_range(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 2 * P2_CHUNK, P2_CHUNK, 0); /* ends at 480 */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 2 * P2_CHUNK, P2_CHUNK, 0); /* ends 12 bytes beyond it */
 }
 
 static void s_chunk_offset_huge(input_t *in)
@@ -434,7 +437,7 @@ static void s_chunk_max_size(input_t *in)
 static void s_chunk_zero_payload(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, 0, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, 0, 0);
 }
 
 static void s_chunk_zero_frag_id(input_t *in)
@@ -446,35 +449,35 @@ static void s_chunk_zero_frag_id(input_t *in)
 static void s_chunk_size_mismatch(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
     rx_chunk(in, 2, R(1), 1, 480, P2_CHUNK, P2_CHUNK, 0);
 }
 
 static void s_chunk_busy(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1 + in->window, 400, 0, P2_CHUNK, 0); /* the same slot */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1 + in->window, P2_FRAG3, 0, P2_CHUNK, 0); /* the same slot */
 }
 
 static void s_chunk_dup_offset(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(1), 1, 400, 0, P2_CHUNK, 0); /* new seq, chunk already there */
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(1), 1, P2_FRAG3, 0, P2_CHUNK, 0); /* new seq, chunk already there */
 }
 
 static void s_chunk_dup_seq(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
-    rx_chunk(in, 2, R(0), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(0), 1, P2_FRAG3, 0, P2_CHUNK, 0);
 }
 
 static void s_chunk_too_new(input_t *in)
 {
     DEFAULT_CONFIG(in);
-    rx_chunk(in, 2, R(8), 1, 400, 0, P2_CHUNK, 0);
+    rx_chunk(in, 2, R(8), 1, P2_FRAG3, 0, P2_CHUNK, 0);
 }
 
 static void s_chunk_slot_reuse(input_t *in)
@@ -482,6 +485,56 @@ static void s_chunk_slot_reuse(input_t *in)
     DEFAULT_CONFIG(in);
     rx_chunk(in, 2, R(0), 1, 100, 0, 100, 0);
     rx_chunk(in, 2, R(1), 1 + in->window, 100, 0, 100, 0);
+}
+
+/* A path MTU probe: answered with an echo, nothing accepted or dropped */
+static void s_probe(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t d;
+    opal_btl_usnic_hdr_t h = hdr(OPAL_BTL_USNIC_PKT_PROBE, 1, 0, 300, 0);
+    memcpy(d.b, &h, sizeof(h));
+    memset(d.b + sizeof(h), 0, 300);
+    d.n = sizeof(h) + 300;
+    record(in, d.b, d.n, 0);
+}
+
+/* A piece (authentic) of a datagram: a FRAG in two pieces whose tag this
+ * harness never sealed.  The whole is checked again: dropped as not
+ * authentic, nothing accepted */
+static void s_pieces_of_unsealed_frag(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t whole, d;
+    frag(&whole, 1, R(0), 200);
+    for (size_t off = 0; off < whole.n; off += 150) {
+        size_t n = whole.n - off < 150 ? whole.n - off : 150;
+        opal_btl_usnic_piece_hdr_t ph;
+        ph.hdr = hdr(OPAL_BTL_USNIC_PKT_PIECE, 1, R(0), n, 0);
+        ph.whole_nonce = opal_btl_usnic_wire64(7);
+        ph.whole_len = opal_btl_usnic_wire16((uint16_t) whole.n);
+        ph.offset = opal_btl_usnic_wire16((uint16_t) off);
+        memcpy(d.b, &ph, sizeof(ph));
+        memcpy(d.b + sizeof(ph), whole.b + off, n);
+        d.n = sizeof(ph) + n;
+        record(in, d.b, d.n, 0);
+    }
+}
+
+/* A piece claiming bytes beyond its datagram */
+static void s_piece_out_of_range(input_t *in)
+{
+    DEFAULT_CONFIG(in);
+    dgram_t d;
+    opal_btl_usnic_piece_hdr_t ph;
+    ph.hdr = hdr(OPAL_BTL_USNIC_PKT_PIECE, 1, R(0), 100, 0);
+    ph.whole_nonce = opal_btl_usnic_wire64(9);
+    ph.whole_len = opal_btl_usnic_wire16(150);
+    ph.offset = opal_btl_usnic_wire16(100);
+    memcpy(d.b, &ph, sizeof(ph));
+    fill(d.b + sizeof(ph), 100, 3);
+    d.n = sizeof(ph) + 100;
+    record(in, d.b, d.n, 0);
 }
 
 static void s_ack_valid(input_t *in)
@@ -928,6 +981,9 @@ static const seed_t seeds[] = {
     {"chunk-dup-seq", s_chunk_dup_seq, "dels=0 chunk=1 old=1"},
     {"chunk-too-new", s_chunk_too_new, "dels=0 chunk=0 toonew=1"},
     {"chunk-slot-reuse", s_chunk_slot_reuse, "dels=2 chunk=2 ne2=2"},
+    {"probe", s_probe, "dels=0 frag=0 invalid=0 acks=0"},
+    {"pieces-of-unsealed-frag", s_pieces_of_unsealed_frag, "dels=0 frag=0 invalid=1 badmac=1 ne1=0"},
+    {"piece-out-of-range", s_piece_out_of_range, "dels=0 frag=0 invalid=1"},
     {"ack-valid", s_ack_valid, "acks=2 acked1=2 acked2=3 invalid=0"},
     {"ack-sack-ranges", s_ack_sack_ranges, "acks=2 badsack=1 invalid=1 acked1=0 acked2=0"},
     {"ack-bye", s_ack_bye, "byes=1 departed=1 dels=1 ne1=0 ne2=1 acked1=2 invalid=0"},

@@ -477,6 +477,7 @@ size_t fx_build_chunk(uint8_t *buf, uint32_t sender, uint32_t seq, uint8_t tag, 
     ch->frag_id = opal_btl_usnic_wire32(frag_id);
     ch->frag_size = opal_btl_usnic_wire32(frag_size);
     ch->frag_offset = opal_btl_usnic_wire32(offset);
+    ch->chunk_size = opal_btl_usnic_wire32((uint32_t) FX_MAX_CHUNK_PAYLOAD);
     if (len > 0) {
         memcpy(buf + FX_CHUNK_HDR, data, len);
     }

@@ -517,151 +517,6 @@ static void test_timeout_retransmits_only_oldest(void)
     fx_fini(&fx);
 }
 
-/* ---------------- tail-loss probes ---------------- */
-
-static void fx_init_probes(fx_t *fx, uint32_t probes)
-{
-    opal_btl_usnic_engine_params_t p;
-    fx_params_default(&p);
-    p.tail_probes = probes;
-    p.ack_delay = 50;
-    fx_init(fx, &p);
-}
-
-/* The burst's tail (or its ACK) is lost: the timer's first two firings
- * each resend the newest segment alone, not the oldest's batch; no
- * back-off, no TIMED_OUT flag; only the third firing is a timeout. */
-static void test_tail_probe_resends_newest_alone(void)
-{
-    fx_t fx;
-    fx_init_probes(&fx, 2);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[4];
-    FX_SEND_TINY(&fx, ep, 4, segs);
-    fx_complete_all(&fx);
-    for (unsigned probe = 1; probe <= 2; ++probe) {
-        CHECK(fx_expire_next(&fx));
-        CHECK_EQ_U(fx.now, probe * FX_RTO_INITIAL); /* no RTT sample: PTO = initial RTO */
-        CHECK_EQ(fx_resend_len(&fx), 1);
-        CHECK(FX_FLAG(segs[3], ON_RESEND) && !FX_FLAG(segs[3], TIMED_OUT));
-        CHECK(!FX_FLAG(segs[0], ON_RESEND));
-        CHECK_EQ_U(fx.eng.stats.num_tail_probes, probe);
-        CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
-        CHECK_EQ_U(ep->timer.backoff, 0);
-        size_t before = fx.nposts;
-        CHECK_EQ(fx_progress(&fx), 1);
-        CHECK_EQ(fx.nposts, before + 1); /* one datagram */
-        CHECK_EQ_U(fx_post_seq(&fx.posts[before]), ISN + 3);
-        fx_complete_all(&fx);
-    }
-    /* both probes unanswered: the timeout, with back-off */
-    CHECK(fx_expire_next(&fx));
-    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], TIMED_OUT));
-    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
-    CHECK_EQ_U(fx.eng.stats.num_tail_probe_timeouts, 1);
-    CHECK_EQ_U(ep->timer.backoff, 1);
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
-    CHECK_EQ_U(ep->timer.probes, 0);
-    CHECK(fx_hotel_consistent(&fx));
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
-}
-
-/* An answered probe (its ACK names the holes) resets the probe count, and
- * the timeout never comes. */
-static void test_tail_probe_answered_no_timeout(void)
-{
-    fx_t fx;
-    fx_init_probes(&fx, 2);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[3];
-    FX_SEND_TINY(&fx, ep, 3, segs);
-    fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx));
-    CHECK_EQ(fx_progress(&fx), 1);
-    fx_complete_all(&fx);
-    fx_set_time(&fx, fx.now + 100);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK_EQ_U(ep->timer.probes, 0);
-    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
-    CHECK_EQ_U(ep->timer.srtt, 0); /* Karn: the probed segment gives no sample */
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
-}
-
-/* With an RTT sample the probe comes after srtt + 4 * rttvar + ack_delay,
- * well before the RTO floor. */
-static void test_tail_probe_timeout_from_rtt(void)
-{
-    fx_t fx;
-    fx_init_probes(&fx, 2);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    FX_SEND_TINY(&fx, ep, 1, NULL);
-    fx_complete_all(&fx);
-    fx_set_time(&fx, fx.now + 40);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN);
-    CHECK_EQ_U(ep->timer.srtt, 40);
-    CHECK_EQ_U(ep->timer.rttvar, 20);
-    uint64_t sent = fx.now;
-    FX_SEND_TINY(&fx, ep, 2, NULL);
-    fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx));
-    CHECK_EQ_U(fx.now - sent, 40 + 4 * 20 + 50);
-    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
-}
-
-/* tail_probes 0: the first firing is a timeout of the oldest, as before */
-static void test_tail_probe_off_times_out(void)
-{
-    fx_t fx;
-    fx_init_probes(&fx, 0);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-    opal_btl_usnic_send_seg_t *segs[4];
-    FX_SEND_TINY(&fx, ep, 4, segs);
-    fx_complete_all(&fx);
-    CHECK(fx_expire_next(&fx));
-    CHECK(FX_FLAG(segs[0], ON_RESEND) && FX_FLAG(segs[0], TIMED_OUT));
-    CHECK(!FX_FLAG(segs[3], ON_RESEND));
-    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 0);
-    CHECK_EQ_U(ep->timer.backoff, 1);
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 3);
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
-}
-
-/* Unanswered probes do not keep a dead peer alive: the peer timeout
- * fires once, at the same time as without probes. */
-static void test_tail_probe_dead_peer_still_times_out(void)
-{
-    for (uint32_t probes = 0; probes <= 2; probes += 2) {
-        fx_t fx;
-        opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 100000, 1000000);
-        p.tail_probes = probes;
-        fx_init(&fx, &p);
-        opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
-        FX_SEND_TINY(&fx, ep, 3, NULL);
-        fx_complete_all(&fx);
-        uint64_t start = fx.now;
-        while (0 == fx.peer_failed_calls && fx_run_to_timeout(&fx)) {
-            fx_progress(&fx);
-            fx_complete_all(&fx);
-        }
-        CHECK_EQ(fx.peer_failed_calls, 1);
-        CHECK_EQ_U(fx.now - start, 1000000);
-        CHECK_EQ_U(fx.eng.stats.num_tail_probes, probes);
-        fx_fini(&fx);
-    }
-}
-
 /* NewReno partial ACK: in recovery, an ACK that advances but stays below
  * |recover| retransmits the new oldest segment at once (if it was sent
  * once and is overdue), counted as a fast retransmission */
@@ -1661,7 +1516,141 @@ static void test_hotel_next_deadline_over_endpoints(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
+
+/* ---------------- tail-loss probes ---------------- */
+
+/* An engine with |probes| tail-loss probes, batches of 44 and the RTO's
+ * floor at the initial RTO (as the module sets it), an endpoint
+ * with an RTT sample (a segment ACKed 100 us after it left), then a
+ * burst of 8 sent at |*t0_p| */
+static opal_btl_usnic_endpoint_t *tlp_setup(fx_t *fx, uint32_t probes, opal_btl_usnic_send_seg_t **segs,
+                                            uint64_t *t0_p)
+{
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 20000, 0);
+    p.tail_probes = probes;
+    p.batch_segs = 44;
+    p.rto_floor_start = FX_RTO_INITIAL; /* as the module: the floor starts at the initial RTO */
+    fx_init(fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(fx, PEER, 64, ISN, PEER_ISN);
+    FX_SEND_TINY(fx, ep, 1, NULL);
+    fx_complete_all(fx);
+    fx_set_time(fx, 100);
+    opal_btl_usnic_handle_ack(&fx->eng, ep, ISN);
+    fx_set_time(fx, 200);
+    FX_SEND_TINY(fx, ep, 8, segs);
+    fx_complete_all(fx);
+    *t0_p = 200;
+    return ep;
+}
+
+/* The last datagram of a burst is lost (the rest ACKed): after the probe
+ * timeout, that segment alone goes again, twice at most; only then a
+ * timeout, which backs off */
+static void test_tail_probe_last_datagram_lost(void)
+{
+    fx_t fx;
+    opal_btl_usnic_send_seg_t *segs[8];
+    uint64_t t0;
+    opal_btl_usnic_endpoint_t *ep = tlp_setup(&fx, 2, segs, &t0);
+    /* the estimate when the burst left sets its probe timeout */
+    uint64_t pto = ep->timer.srtt + 4 * ep->timer.rttvar + fx.eng.p.ack_delay;
+    if (pto < FX_RTO_MIN) {
+        pto = FX_RTO_MIN;
+    }
+    CHECK(pto < ep->timer.rto);
+    fx_set_time(&fx, 300);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7); /* all but the last */
+    size_t before = fx.nposts;
+    for (int i = 0; i < 8 && 0 == fx.eng.stats.num_tail_probes; ++i) {
+        CHECK(fx_expire_next(&fx)); /* a stale deadline first costs a pass */
+    }
+    CHECK_EQ_U(fx.now, t0 + pto); /* the probe timeout, not the RTO */
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx.nposts, before + 1);
+    CHECK_PTR_EQ(fx.posts[before].seg, segs[7]);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[before]);
+    CHECK(h->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX);
+    CHECK(!(h->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT)); /* the receiver must not call it premature */
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    CHECK_EQ(ep->timer.backoff, 0);
+    /* the probe is lost too: a second one, then the timeout and its back-off */
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK(fx_run_to_timeout(&fx));
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ(ep->timer.backoff, 1);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    /* the ACK comes: probes are allowed again for the next episode */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 8);
+    CHECK_EQ(ep->timer.tail_probes, 0);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* The last ACK of a burst is lost (nothing ACKed): a probe is one datagram
+ * (the oldest segment), where the timeout without probes resends the
+ * whole batch; the ACK the probe draws covers the burst */
+static void test_tail_probe_last_ack_lost(void)
+{
+    for (uint32_t probes = 0; probes <= 2; probes += 2) {
+        fx_t fx;
+        opal_btl_usnic_send_seg_t *segs[8];
+        uint64_t t0;
+        opal_btl_usnic_endpoint_t *ep = tlp_setup(&fx, probes, segs, &t0);
+        size_t before = fx.nposts;
+        for (int i = 0; i < 8 && 0 == fx.eng.stats.num_tail_probes + fx.eng.stats.num_timeout_retrans; ++i) {
+            CHECK(fx_expire_next(&fx)); /* a stale deadline first costs a pass */
+        }
+        int posted = fx_progress(&fx);
+        fx_complete_all(&fx);
+        if (probes) {
+            CHECK_EQ(posted, 1);
+            CHECK_PTR_EQ(fx.posts[before].seg, segs[0]);
+            CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+            CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+        } else {
+            CHECK_EQ(posted, 8); /* a timeout and its batch */
+            CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 8);
+        }
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 8);
+        CHECK_EQ_U(opal_btl_usnic_endpoint_in_flight(ep), 0);
+        CHECK(fx_all_recycled(&fx));
+        fx_fini(&fx);
+    }
+}
+
+/* Probes never delay the dead-peer verdict: a peer that answers nothing
+ * is declared dead at peer_timeout after the ACK last advanced, probes
+ * or not */
+static void test_tail_probes_then_peer_timeout(void)
+{
+    fx_t fx;
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 4000, 50000);
+    p.tail_probes = 2;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 2, NULL);
+    fx_complete_all(&fx);
+    while (0 == fx.peer_failed_calls && fx_expire_next(&fx) && fx.now <= 60000) {
+        fx_progress(&fx);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ(fx.peer_failed_calls, 1);
+    CHECK_EQ_U(fx.now, 50000);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK(fx.eng.stats.num_timeout_retrans >= 2);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_tail_probe_last_datagram_lost), UNIT_TEST(test_tail_probe_last_ack_lost),
+          UNIT_TEST(test_tail_probes_then_peer_timeout), UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
           UNIT_TEST(test_hotel_eviction_on_timeout), UNIT_TEST(test_hotel_next_deadline_over_endpoints),
           UNIT_TEST(test_timer_expiry_then_resend), UNIT_TEST(test_timer_expiry_chunk_resend),
           UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),
@@ -1671,10 +1660,7 @@ UNIT_MAIN(UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_o
           UNIT_TEST(test_rtt_update_clamped), UNIT_TEST(test_rto_from_acks),
           UNIT_TEST(test_karn_no_sample_from_retransmissions), UNIT_TEST(test_backoff_schedule_and_reset),
           UNIT_TEST(test_backoff_capped_while_peer_alive), UNIT_TEST(test_sack_repairs_holes),
-          UNIT_TEST(test_timeout_retransmits_only_oldest),
-          UNIT_TEST(test_tail_probe_resends_newest_alone), UNIT_TEST(test_tail_probe_answered_no_timeout),
-          UNIT_TEST(test_tail_probe_timeout_from_rtt), UNIT_TEST(test_tail_probe_off_times_out),
-          UNIT_TEST(test_tail_probe_dead_peer_still_times_out), UNIT_TEST(test_partial_ack_retransmits_next_hole),
+          UNIT_TEST(test_timeout_retransmits_only_oldest), UNIT_TEST(test_partial_ack_retransmits_next_hole),
           UNIT_TEST(test_partial_ack_spares_recent_hole), UNIT_TEST(test_dup_ack_overdue_retransmits_again),
           UNIT_TEST(test_next_deadline_never_late), UNIT_TEST(test_peer_timeout_fires_once),
           UNIT_TEST(test_peer_timeout_not_while_acks_advance), UNIT_TEST(test_peer_timeout_idle_endpoint),

@@ -355,11 +355,15 @@ static void test_cc_echo_rate_limit(void)
 
 static void test_cc_large_size(void)
 {
-    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(1472, 1472), 1472);
-    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(1472, 8972), 1472);
-    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(8972, 972), 972);
-    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(65535, 65535), OPAL_BTL_USNIC_CPROBE_MAX);
-    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(10, 1472), OPAL_BTL_USNIC_CPROBE_SMALL);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(1472, 1472, 0), 1472);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(1472, 8972, 0), 1472);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(8972, 972, 0), 972);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(65535, 65535, 0), OPAL_BTL_USNIC_CPROBE_MAX);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(10, 1472, 0), OPAL_BTL_USNIC_CPROBE_SMALL);
+    /* capped at the path MTU search's base size */
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(8972, 8972, 1252), 1252);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(972, 8972, 1252), 972);
+    CHECK_EQ_U(opal_btl_usnic_cprobe_large_size(8972, 8972, 10), OPAL_BTL_USNIC_CPROBE_SMALL);
 }
 
 static void test_cc_verdict(void)

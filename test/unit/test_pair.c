@@ -133,6 +133,11 @@ typedef struct link_t {
     unsigned mask_pos;
     uint64_t count;
     uint64_t sent, dropped, duplicated, reordered;
+    /* a black hole: datagrams longer than bh_above bytes that arrive in
+     * [bh_from, bh_until) vanish (0: none) */
+    uint32_t bh_above;
+    uint64_t bh_from, bh_until;
+    uint64_t bh_dropped;
     /* batch mode: in units (a single datagram is a unit of one) */
     uint64_t units_sent, units_dropped;
     uint64_t acks_dropped; /* pure ACKs lost (units of one) */
@@ -220,6 +225,18 @@ typedef struct sim_case_t {
                                        transmissions) from this data unit on (1-based; 0: none) */
     bool lose_last_batch;         /* A->B: lose the batch holding the first transmission of A's last
                                      sequence number */
+    /* Path MTU search (engine parameter pmtu_discovery, base 1252): both
+     * sides' MTU |mtu_both|; both links a black hole for datagrams above
+     * |bh_above| bytes in [bh_from, bh_until) of virtual time; at the end
+     * A's datagram size toward B must be |expect_dgram_a| */
+    bool pmtu;
+    size_t mtu_both;
+    uint32_t bh_above;
+    uint64_t bh_from, bh_until;
+    uint64_t pmtu_reprobe;
+    uint32_t expect_dgram_a;
+    uint64_t run_until;           /* not quiet before this virtual time (a search must get there) */
+    uint32_t tail_probes;         /* engine parameter tail_probes (0: none, as every earlier case) */
 } sim_case_t;
 
 typedef struct sim_t {
@@ -271,6 +288,17 @@ static void link_push(link_t *l, uint64_t at, const uint8_t *bytes, uint32_t len
 static bool link_is_data(const uint8_t *bytes)
 {
     return OPAL_BTL_USNIC_PKT_ACK != ((const opal_btl_usnic_hdr_t *) bytes)->type;
+}
+
+/* A post of a sequenced segment: a data segment, or the first piece of
+ * one the path is too small for (probes and ACKs are not) */
+static bool post_is_segment(const uint8_t *bytes)
+{
+    const opal_btl_usnic_hdr_t *h = (const opal_btl_usnic_hdr_t *) bytes;
+    if (OPAL_BTL_USNIC_PKT_PIECE == h->type) {
+        return 0 == ((const opal_btl_usnic_piece_hdr_t *) bytes)->offset;
+    }
+    return OPAL_BTL_USNIC_PKT_ACK != h->type && OPAL_BTL_USNIC_PKT_PROBE != h->type;
 }
 
 /* One unit onto the link: |nseg| datagrams (lengths |seglen|; NULL for a
@@ -441,7 +469,7 @@ static int sim_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     if (batch > 1 && OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
         /* held until the flush (its bytes are read then, as the socket
          * wire's sendmsg reads the segment), or until a batch is full */
-        if (OPAL_BTL_USNIC_PKT_ACK != seg->hdr->type) {
+        if (post_is_segment((const uint8_t *) seg->hdr)) {
             ++s->data_posts;
         }
         s->held[s->nheld++] = seg;
@@ -455,7 +483,7 @@ static int sim_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
         return OPAL_ERR_OUT_OF_RESOURCE;
     }
     opal_btl_usnic_seg_linearize(seg, bytes);
-    if (link_is_data(bytes)) {
+    if (post_is_segment(bytes)) {
         ++s->data_posts;
     }
     link_send(s->out, s->sim->now, bytes, seg->wire_len);
@@ -648,6 +676,14 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
     if (c->protect) {
         p.protect = c->protect - 1;
     }
+    if (c->mtu_both) {
+        p.mtu = c->mtu_both;
+    }
+    if (c->pmtu) {
+        p.pmtu_discovery = true;
+        p.pmtu_base = 1252;
+        p.pmtu_reprobe = c->pmtu_reprobe ? c->pmtu_reprobe : 1000000;
+    }
     if (1 == id && c->mtu_b) {
         p.mtu = c->mtu_b;
     }
@@ -661,6 +697,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
         p.max_resends_per_iteration = c->max_resends;
     }
     p.batch_segs = c->batch_segs;
+    p.tail_probes = c->tail_probes;
     memset(s, 0, sizeof(*s));
     s->held = (opal_btl_usnic_send_seg_t **) calloc(c->batch_segs > 1 ? c->batch_segs : 1, sizeof(*s->held));
     fx_init_with_wire(&s->fx, &p, &sim_wire, sim_upcalls());
@@ -705,6 +742,12 @@ static void deliver_arrivals(link_t *l, side_t *to, uint64_t now)
         uint8_t *at = d.bytes;
         for (uint32_t k = 0; k < d.nseg; ++k) {
             uint32_t len = (1 == d.nseg) ? d.len : d.seglen[k];
+            if (l->bh_above && len > l->bh_above && d.at >= l->bh_from && d.at < l->bh_until) {
+                ++l->bh_dropped;
+                ++l->dropped;
+                at += len;
+                continue;
+            }
             bool done = false;
             if (to->use_fast_recv && !to->fast_pending) {
                 opal_btl_usnic_endpoint_t *ep = NULL;
@@ -735,6 +778,14 @@ static bool side_quiet(side_t *s)
 }
 
 /* Work that needs progress passes (ticks) rather than a timed event */
+/* A side's path MTU search has nothing due before its re-probe time (or
+ * is off): the simulation may end */
+static bool search_resting(const side_t *s, uint64_t now)
+{
+    const opal_btl_usnic_pmtu_t *st = &s->ep->pmtu;
+    return !st->outstanding && (0 == st->trying || st->next_probe >= now + st->reprobe / 2);
+}
+
 static bool side_busy(side_t *s)
 {
     opal_btl_usnic_engine_t *eng = &s->fx.eng;
@@ -751,6 +802,7 @@ static uint64_t min64(uint64_t a, uint64_t b)
 static uint64_t next_event(const side_t *s)
 {
     uint64_t t = opal_btl_usnic_engine_next_deadline(&s->fx.eng);
+    t = min64(t, s->fx.eng.next_probe_event);
     for (size_t i = 0; i < s->ncomp; ++i) {
         t = min64(t, s->comp[i].at);
     }
@@ -828,6 +880,11 @@ static sim_result_t run_case(const sim_case_t *c)
     sim->ab.rng = 1;
     sim->ba.rng = 2;
     sim->ba.mask_pos = 17; /* different phase from the other direction */
+    for (int i = 0; i < 2; ++i) {
+        links[i]->bh_above = c->bh_above;
+        links[i]->bh_from = c->bh_from;
+        links[i]->bh_until = c->bh_until;
+    }
     traffic_init(&sim->a, c->nfrags_ab, c->size_cap);
     traffic_init(&sim->b, c->nfrags_ba, c->size_cap);
     uint64_t rng = 12345;
@@ -878,7 +935,8 @@ static sim_result_t run_case(const sim_case_t *c)
                 ++sides[i]->deadline_late;
             }
         }
-        if (side_quiet(&sim->a) && side_quiet(&sim->b) && 0 == sim->ab.n && 0 == sim->ba.n) {
+        if (side_quiet(&sim->a) && side_quiet(&sim->b) && 0 == sim->ab.n && 0 == sim->ba.n &&
+            search_resting(&sim->a, sim->now) && search_resting(&sim->b, sim->now) && sim->now >= c->run_until) {
             quiet = true;
             break;
         }
@@ -919,7 +977,10 @@ static sim_result_t run_case(const sim_case_t *c)
         ok = CHECK_EQ(rx->rx_extra, 0) && ok;
         ok = CHECK_EQ(rx->rx_out_of_order, 0) && ok;
         /* each sequence number accepted once: first transmissions = accepted segments */
-        uint64_t want = expected_segments(tx);
+        /* with a path MTU search the chunk size moves with the path:
+         * what was sent must then match what was accepted */
+        uint64_t want = c->pmtu ? tx->fx.eng.stats.num_frag_sends + tx->fx.eng.stats.num_chunk_sends
+                                : expected_segments(tx);
         opal_btl_usnic_stats_t *ts = &tx->fx.eng.stats, *rs = &rx->fx.eng.stats;
         ok = CHECK_EQ_U(ts->num_frag_sends + ts->num_chunk_sends, want) && ok;
         ok = CHECK_EQ_U(rs->num_frag_recvs + rs->num_chunk_recvs, want) && ok;
@@ -959,6 +1020,25 @@ static sim_result_t run_case(const sim_case_t *c)
         ok = CHECK_EQ(s->oversized_unit, 0) && ok; /* batch mode: no unit beyond batch_segs */
         if (!ok) {
             FAILF("case \"%s\", side %c", c->name, 'A' + i);
+        }
+    }
+
+    if (c->pmtu) {
+        const opal_btl_usnic_stats_t *as = &sim->a.fx.eng.stats, *bs = &sim->b.fx.eng.stats;
+        bool ok = c->expect_dgram_a ? CHECK_EQ_U(sim->a.ep->pmtu.cur, c->expect_dgram_a)
+                                    : (CHECK_LE_U(sim->a.ep->pmtu.cur, c->bh_above) &&
+                                       CHECK(sim->a.ep->pmtu.cur + OPAL_BTL_USNIC_PMTU_GRANULARITY > c->bh_above));
+        if (c->bh_above && c->bh_from > 0) {
+            ok = CHECK(sim->ab.bh_dropped > 0) && ok; /* the black hole was met */
+            ok = CHECK(as->num_pmtu_blackholes >= 1) && ok;
+            ok = CHECK(bs->num_pieces_reassembled >= 1) && ok;
+        }
+        ok = CHECK(as->num_pmtu_probes_acked >= 1) && ok;
+        if (!ok) {
+            FAILF("case \"%s\": A's datagrams %u bytes (want %u), black hole drops %" PRIu64 ", blackholes %" PRIu64
+                  ", pieces reassembled at B %" PRIu64 ", probes %" PRIu64 "/%" PRIu64 " acked/%" PRIu64 " lost",
+                  c->name, sim->a.ep->pmtu.cur, c->expect_dgram_a, sim->ab.bh_dropped, as->num_pmtu_blackholes,
+                  bs->num_pieces_reassembled, as->num_pmtu_probes, as->num_pmtu_probes_acked, as->num_pmtu_probes_lost);
         }
     }
 
@@ -1717,9 +1797,107 @@ static void test_pair_batch_variants(void)
     run_case(&c);
 }
 
+
+/* Path MTU search.  Both sides' interfaces allow 8972 bytes; segments
+ * start at the base size (1252) and the search's first probe confirms the
+ * limit.  Everything cut before (fragments up to 64 KiB) reaches the
+ * other side exactly once. */
+static void test_pair_pmtu_search_to_the_limit(void)
+{
+    sim_case_t c = base_case("path MTU search: 8972 confirmed");
+    c.pmtu = true;
+    c.mtu_both = 8972;
+    c.expect_dgram_a = 8972;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+}
+
+/* A black hole: from 60 us on, the links drop every datagram above 1500
+ * bytes without a word.  The two timeouts of the oldest large segment and
+ * a base-size probe that gets through send the size back to the base; what
+ * was cut larger goes as pieces; the search settles at 1472 (the largest
+ * size that crosses, IPv4 + UDP off a 1500-byte MTU). */
+static void test_pair_pmtu_black_hole(void)
+{
+    sim_case_t c = base_case("path MTU: black hole above 1500 from 60 us");
+    c.pmtu = true;
+    c.mtu_both = 8972;
+    c.bh_above = 1500;
+    c.bh_from = 60;
+    c.bh_until = UINT64_MAX;
+    c.expect_dgram_a = 1472;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+    c.name = "path MTU: black hole above 1500 from 60 us, batches of 8";
+    c.batch_segs = 8;
+    r = run_case(&c);
+    CHECK(r.converged);
+    c.name = "path MTU: black hole above 1500 from 60 us, batches of 8, 1% loss";
+    c.random_ab = c.random_ba = 655;
+    r = run_case(&c);
+    CHECK(r.converged);
+}
+
+/* A 1280-byte link between 8972-byte interfaces from the start: the
+ * base size crosses, every larger probe is lost, the search settles within
+ * its granularity below 1280 */
+static void test_pair_pmtu_small_link(void)
+{
+    sim_case_t c = base_case("path MTU: a 1280-byte link between 8972-byte interfaces");
+    c.pmtu = true;
+    c.mtu_both = 8972;
+    c.bh_above = 1280;
+    c.bh_from = 0;
+    c.bh_until = UINT64_MAX;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+}
+
+/* The black hole goes away: the search that settled at 1472 starts again
+ * after the re-probe interval and returns to the limit */
+static void test_pair_pmtu_repaired_path(void)
+{
+    sim_case_t c = base_case("path MTU: black hole above 1500 from 60 to 600 us, re-probe 300 us");
+    c.pmtu = true;
+    c.mtu_both = 8972;
+    c.bh_above = 1500;
+    c.bh_from = 60;
+    c.bh_until = 600;
+    c.pmtu_reprobe = 300;
+    c.run_until = 2500;
+    c.nfrags_ab = c.nfrags_ba = MAXFRAGS;
+    c.expect_dgram_a = 8972;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+}
+
+/* Tail-loss probes under loss: exactly once, in order, bounded resends,
+ * and probes actually sent where tails are lost */
+static void test_pair_tail_probes(void)
+{
+    sim_case_t c = base_case("tail probes: 5% random loss both ways");
+    c.tail_probes = 2;
+    c.random_ab = c.random_ba = 3277;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+    c = base_case("tail probes: batches of 8, the last batch lost");
+    c.tail_probes = 2;
+    c.batch_segs = 8;
+    c.lose_last_batch = true;
+    c.nfrags_ba = 0;
+    r = run_case(&c);
+    CHECK(r.converged);
+    c = base_case("tail probes: pure ACKs lost (every other)");
+    c.tail_probes = 2;
+    c.filter = FILTER_ACK;
+    c.mask_ab = c.mask_ba = EVERY_OTHER;
+    r = run_case(&c);
+    CHECK(r.converged);
+}
+
 int main(int argc, char **argv)
 {
-    static unit_test_t tests[17 + 16 + NSCOPES * NMASKS + NBATCHES * NSCOPES * NMASKS] = {
+    static unit_test_t tests[17 + 20 + NSCOPES * NMASKS + NBATCHES * NSCOPES * NMASKS] = {
         UNIT_TEST(test_pair_no_loss),
         UNIT_TEST(test_pair_no_loss_isn_near_wrap),
         UNIT_TEST(test_pair_duplication),
@@ -1742,6 +1920,11 @@ int main(int argc, char **argv)
         UNIT_TEST(test_pair_batch_every_other_lost),
         UNIT_TEST(test_pair_batch_dup_reorder),
         UNIT_TEST(test_pair_batch_variants),
+        UNIT_TEST(test_pair_pmtu_search_to_the_limit),
+        UNIT_TEST(test_pair_pmtu_black_hole),
+        UNIT_TEST(test_pair_pmtu_small_link),
+        UNIT_TEST(test_pair_pmtu_repaired_path),
+        UNIT_TEST(test_pair_tail_probes),
     };
     /* the fixed tests above: counted, so that the sweeps come after them
      * (this was 16 for 17 tests: the last fixed test ran under the first

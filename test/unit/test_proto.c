@@ -61,9 +61,11 @@ static const hdr_case_t hdr_cases[] = {
     {"version 3 (ACKs without selective-ACK ranges)", K_FRAG, 10, 0, F_VERSION, 3, R(BAD_VERSION)},
     {"version 4 (all of a sender's streams from one ISN)", K_FRAG, 10, 0, F_VERSION, 4, R(BAD_VERSION)},
     {"version 5 (credit in segments, not in the receiver's charge)", K_FRAG, 10, 0, F_VERSION, 5, R(BAD_VERSION)},
-    {"version 7", K_FRAG, 10, 0, F_VERSION, 7, R(BAD_VERSION)},
+    {"version 6 (no path MTU probes, pieces or chunk size)", K_FRAG, 10, 0, F_VERSION, 6, R(BAD_VERSION)},
+    {"version 8", K_FRAG, 10, 0, F_VERSION, 8, R(BAD_VERSION)},
     {"type 0", K_FRAG, 10, 0, F_TYPE, 0, R(BAD_TYPE)},
-    {"type 5", K_FRAG, 10, 0, F_TYPE, 5, R(BAD_TYPE)},
+    {"type 7", K_FRAG, 10, 0, F_TYPE, 7, R(BAD_TYPE)},
+    {"FRAG relabelled PIECE: short of the piece header", K_FRAG, 10, 0, F_TYPE, OPAL_BTL_USNIC_PKT_PIECE, R(TRUNCATED)},
     {"FRAG relabelled PUT: short of the PUT header", K_FRAG, 10, 0, F_TYPE, OPAL_BTL_USNIC_PKT_PUT, R(TRUNCATED)},
     {"type 255", K_FRAG, 10, 0, F_TYPE, 255, R(BAD_TYPE)},
     /* checks run in order: the first failing one is reported */

@@ -129,10 +129,11 @@ static void test_seq_wire_layout(void)
     CHECK_EQ(sizeof(opal_btl_usnic_hdr_t), 52);
     CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, nonce), 28);
     CHECK_EQ(offsetof(opal_btl_usnic_hdr_t, mac), 36);
-    CHECK_EQ(sizeof(opal_btl_usnic_chunk_hdr_t), 64);
+    CHECK_EQ(sizeof(opal_btl_usnic_chunk_hdr_t), 68);
     CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_id), 52);
     CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_size), 56);
     CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, frag_offset), 60);
+    CHECK_EQ(offsetof(opal_btl_usnic_chunk_hdr_t, chunk_size), 64);
     CHECK_EQ(sizeof(opal_btl_usnic_put_hdr_t), 72);
     CHECK_STR(opal_btl_usnic_seg_type_name(OPAL_BTL_USNIC_PKT_FRAG), "FRAG");
     CHECK_STR(opal_btl_usnic_seg_type_name(OPAL_BTL_USNIC_PKT_CHUNK), "CHUNK");
@@ -150,7 +151,7 @@ static void test_seq_engine_sizes(void)
     fx_t fx;
     fx_init(&fx, NULL);
     CHECK_EQ(fx.eng.max_frag_payload, FX_MTU - 52);
-    CHECK_EQ(fx.eng.max_chunk_payload, FX_MTU - 64);
+    CHECK_EQ(fx.eng.max_chunk_payload, FX_MTU - 68);
     CHECK_EQ(fx.eng.max_tiny_payload, FX_TINY_MTU - 52);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_DATA_CHANNEL], 1024);
     CHECK_EQ(fx.eng.credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL], 1024);

@@ -82,7 +82,9 @@ static void run(uint32_t burst, uint32_t probes, tail_loss_t loss, uint64_t *use
     opal_btl_usnic_engine_params_t p;
     fx_params_default(&p);
     p.rto_initial = 5000;
+    p.rto_floor_start = 5000; /* as the module: the RTO's floor starts at retrans_timeout */
     p.rto_min = 500;
+    p.rto_max = 10000;
     p.ack_delay = 50;
     p.batch_segs = 44;
     p.tail_probes = probes;

@@ -184,8 +184,9 @@ static uint64_t probe_timeout(const opal_btl_usnic_engine_t *eng, const opal_btl
         return ep->timer.rto;
     }
     uint64_t pto = ep->timer.srtt + 4 * ep->timer.rttvar + eng->p.ack_delay;
-    if (pto < eng->p.rto_min) {
-        pto = eng->p.rto_min;
+    uint64_t floor = ep->timer.pto_floor > eng->p.rto_min ? ep->timer.pto_floor : eng->p.rto_min;
+    if (pto < floor) {
+        pto = floor;
     }
     return pto < ep->timer.rto ? pto : ep->timer.rto;
 }
@@ -720,8 +721,26 @@ static void tail_probe(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
         return;
     }
     ++ep->timer.tail_probes;
+    ep->timer.probe_out = true;
+    ep->timer.probe_seq = seg->seq;
     retransmit_now(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_tail_probes);
+}
+
+void opal_btl_usnic_probe_verdict(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool repaired)
+{
+    if (!ep->timer.probe_out || !opal_btl_usnic_seq_ge(ep->tx.acked_seq, ep->timer.probe_seq)) {
+        return;
+    }
+    ep->timer.probe_out = false;
+    if (repaired) {
+        ep->timer.pto_floor = 0; /* it found a real loss: keep probing early */
+        return;
+    }
+    /* the original had arrived: the peer was slow, not the path lossy */
+    OPAL_BTL_USNIC_STAT_INC(eng, num_spurious_probes);
+    uint64_t floor = 2 * (ep->timer.pto_floor > eng->p.rto_min ? ep->timer.pto_floor : eng->p.rto_min);
+    ep->timer.pto_floor = floor < eng->p.rto_max ? floor : eng->p.rto_max;
 }
 
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
@@ -738,8 +757,12 @@ static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usni
         if (seg->deadline > eng->now) {
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         }
-        if (tail_probe_allowed(eng, ep)) {
-            tail_probe(eng, ep, seg);
+        if (tail_probe_allowed(eng, ep) && opal_list_is_empty(&ep->tx.queue)) {
+            tail_probe(eng, ep, seg); /* a tail: nothing more to send that could draw an ACK */
+        } else if (tail_probe_allowed(eng, ep) && eng->now < seg->sent_time + ep->timer.rto) {
+            /* more queued behind a window or grant: no tail, the RTO decides */
+            seg->deadline = seg->sent_time + ep->timer.rto;
+            return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         } else {
             opal_btl_usnic_retrans_expired(eng, seg);
             retransmit_run(eng, ep, seg);

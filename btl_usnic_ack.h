@@ -89,6 +89,12 @@ void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
 /* ... and is not raised within this long after a reported hole */
 #define OPAL_BTL_USNIC_LOSS_MEMORY_USEC 2000000u
 
+/* An ACK from |ep| (|repaired|: it says a retransmitted copy filled a
+ * hole) covers our outstanding tail-loss probe: a probe that filled no
+ * hole was spurious (the peer was slow to ACK) and doubles the probe
+ * timeout's floor, at most rto_max; one that did resets it. */
+void opal_btl_usnic_probe_verdict(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool repaired);
+
 /* The ACK from |ep| says our last timeout was premature (FLAG_LATE_DUP):
  * raise its RTO floor. */
 void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);

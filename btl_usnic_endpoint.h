@@ -67,6 +67,10 @@ struct mca_btl_base_endpoint_t {
         uint64_t rto;                    /* us */
         unsigned backoff;                /* timeouts since the ACK last advanced */
         unsigned tail_probes;            /* tail-loss probes since the ACK last advanced */
+        bool probe_out;                  /* a probe of probe_seq awaits the ACK that covers it */
+        opal_btl_usnic_seq_t probe_seq;
+        uint64_t pto_floor;              /* us: the probe timeout's floor, raised by spurious probes
+                                            (0: rto_min) */
         uint64_t last_ack_time;          /* last time the ACK advanced or data started to flow */
         uint64_t last_heard;             /* last time any ACK (even a duplicate) came; 0 = never */
         bool in_recovery;

@@ -255,6 +255,9 @@ static bool take_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep
     if (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED) {
         opal_btl_usnic_loss_reported(eng, ep);
     }
+    if (OPAL_UNLIKELY(ep->timer.probe_out)) {
+        opal_btl_usnic_probe_verdict(eng, ep, 0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_REPAIRED));
+    }
     return true;
 }
 

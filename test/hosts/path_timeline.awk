@@ -1,0 +1,58 @@
+# path_timeline.awk - what a path_stream run (test/hosts/path_stream.c)
+# did around a change of the path, from its --times files:
+#
+#   awk -v ready=T0 -v on=T_ON -v off=T_OFF -v size=BYTES \
+#       -f path_timeline.awk PREFIX.r1 PREFIX.r0
+#
+# T0: the stream's start (the --ready file); T_ON: when the black hole
+# was put on the path; T_OFF: when it was lifted (0: never).  Prints one
+# line of key=value (times in ms, goodput in MB/s = 10^6 bytes/s):
+#   messages        messages verified in all
+#   stall_ms        the longest gap between two verified messages that
+#                   ended while the black hole was on
+#   recover_ms      from T_ON to the end of that gap: the time until the
+#                   stream ran again (-1: no message arrived meanwhile)
+#   lowered_ms      from T_ON to the first rise of rank 0's pmtu_lowered
+#                   counter (-1: none)
+#   raised_ms       from T_OFF to the first rise of rank 0's pmtu_raised
+#                   counter after T_OFF (-1: none, or T_OFF = 0)
+#   gp_before       goodput from T0 + 0.5 s to T_ON
+#   gp_recovery     goodput from T_ON to T_ON + recover_ms
+#   gp_holed        goodput from there to T_OFF (settled below the hole)
+#   gp_lifted       goodput from T_OFF to the raise (or to the end)
+#   gp_raised       goodput from the raise to the last message
+# (a phase shorter than 50 ms prints "-")
+function gp(n, secs) { return secs >= 0.05 ? sprintf("%.0f", n * size / secs / 1e6) : "-" }
+$1 == "m" { t[++n] = $3 + 0; next }
+$1 == "e" && $2 == 0 && $3 == "pmtu_lowered" && $5 > on && low == 0 && seen_low { low = $5 }
+$1 == "e" && $2 == 0 && $3 == "pmtu_lowered" { seen_low = 1 }
+$1 == "e" && $2 == 0 && $3 == "pmtu_raised" && off > 0 && $5 > off && rai == 0 && seen_rai { rai = $5 }
+$1 == "e" && $2 == 0 && $3 == "pmtu_raised" { seen_rai = 1 }
+END {
+    hole_end = off > 0 ? off : (n ? t[n] : on)
+    prev = 0; maxgap = -1; gap_end = 0
+    for (i = 1; i <= n; i++) {
+        if (t[i] <= on) { prev = t[i]; continue }
+        if (t[i] > hole_end) break
+        g = t[i] - (prev ? prev : on)
+        if (g > maxgap) { maxgap = g; gap_end = t[i] }
+        prev = t[i]
+    }
+    rec = maxgap >= 0 ? gap_end - on : -1
+    c_before = c_rec = c_holed = c_lifted = c_raised = 0
+    last = n ? t[n] : 0
+    for (i = 1; i <= n; i++) {
+        if (t[i] >= ready + 0.5 && t[i] < on) c_before++
+        else if (t[i] >= on && rec >= 0 && t[i] <= on + rec) c_rec++
+        else if (t[i] > on && t[i] <= hole_end) c_holed++
+        else if (off > 0 && t[i] > off && (rai == 0 || t[i] <= rai)) c_lifted++
+        else if (rai > 0 && t[i] > rai) c_raised++
+    }
+    printf("messages=%d stall_ms=%.1f recover_ms=%.1f lowered_ms=%.1f raised_ms=%.1f", n,
+        (maxgap >= 0 ? maxgap * 1000 : -1), (rec >= 0 ? rec * 1000 : -1),
+        (low ? (low - on) * 1000 : -1), (rai ? (rai - off) * 1000 : -1))
+    printf(" gp_before=%s gp_recovery=%s gp_holed=%s gp_lifted=%s gp_raised=%s\n",
+        gp(c_before, on - ready - 0.5), (rec >= 0 ? gp(c_rec, rec) : "-"),
+        (rec >= 0 ? gp(c_holed, hole_end - on - rec) : "-"),
+        (off > 0 ? gp(c_lifted, (rai ? rai : last) - off) : "-"), (rai ? gp(c_raised, last - rai) : "-"))
+}

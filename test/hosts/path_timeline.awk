@@ -21,6 +21,9 @@
 #   gp_holed        goodput from there to T_OFF (settled below the hole)
 #   gp_lifted       goodput from T_OFF to the raise (or to the end)
 #   gp_raised       goodput from the raise to the last message
+#   gp_window       goodput over the first WIN s of the black hole
+#                   (-v win=S, default 0.25): the stall and the fall back
+#                   included
 # (a phase shorter than 50 ms prints "-")
 function gp(n, secs) { return secs >= 0.05 ? sprintf("%.0f", n * size / secs / 1e6) : "-" }
 $1 == "m" { t[++n] = $3 + 0; next }
@@ -39,9 +42,11 @@ END {
         prev = t[i]
     }
     rec = maxgap >= 0 ? gap_end - on : -1
-    c_before = c_rec = c_holed = c_lifted = c_raised = 0
+    if (win == "") win = 0.25
+    c_before = c_rec = c_holed = c_lifted = c_raised = c_win = 0
     last = n ? t[n] : 0
     for (i = 1; i <= n; i++) {
+        if (t[i] > on && t[i] <= on + win) c_win++
         if (t[i] >= ready + 0.5 && t[i] < on) c_before++
         else if (t[i] >= on && rec >= 0 && t[i] <= on + rec) c_rec++
         else if (t[i] > on && t[i] <= hole_end) c_holed++
@@ -51,8 +56,9 @@ END {
     printf("messages=%d stall_ms=%.1f recover_ms=%.1f lowered_ms=%.1f raised_ms=%.1f", n,
         (maxgap >= 0 ? maxgap * 1000 : -1), (rec >= 0 ? rec * 1000 : -1),
         (low ? (low - on) * 1000 : -1), (rai ? (rai - off) * 1000 : -1))
-    printf(" gp_before=%s gp_recovery=%s gp_holed=%s gp_lifted=%s gp_raised=%s\n",
+    printf(" gp_before=%s gp_recovery=%s gp_holed=%s gp_lifted=%s gp_raised=%s",
         gp(c_before, on - ready - 0.5), (rec >= 0 ? gp(c_rec, rec) : "-"),
         (rec >= 0 ? gp(c_holed, hole_end - on - rec) : "-"),
         (off > 0 ? gp(c_lifted, (rai ? rai : last) - off) : "-"), (rai ? gp(c_raised, last - rai) : "-"))
+    printf(" gp_window=%s\n", gp(c_win, win))
 }

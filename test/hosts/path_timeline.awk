@@ -9,7 +9,10 @@
 # line of key=value (times in ms, goodput in MB/s = 10^6 bytes/s):
 #   messages        messages verified in all
 #   stall_ms        the longest gap between two verified messages that
-#                   ended while the black hole was on
+#                   began within the first second of the black hole
+#                   (-v rwin=S: S seconds) and ended while it was on:
+#                   the stall the hole caused (later gaps, e.g. of a busy
+#                   VM, are left out)
 #   recover_ms      from T_ON to the end of that gap: the time until the
 #                   stream ran again (-1: no message arrived meanwhile)
 #   lowered_ms      from T_ON to the first rise of rank 0's pmtu_lowered
@@ -33,12 +36,14 @@ $1 == "e" && $2 == 0 && $3 == "pmtu_raised" && off > 0 && $5 > off && rai == 0 &
 $1 == "e" && $2 == 0 && $3 == "pmtu_raised" { seen_rai = 1 }
 END {
     hole_end = off > 0 ? off : (n ? t[n] : on)
+    if (rwin == "") rwin = 1
     prev = 0; maxgap = -1; gap_end = 0
     for (i = 1; i <= n; i++) {
         if (t[i] <= on) { prev = t[i]; continue }
         if (t[i] > hole_end) break
-        g = t[i] - (prev ? prev : on)
-        if (g > maxgap) { maxgap = g; gap_end = t[i] }
+        start = prev > on ? prev : on
+        g = t[i] - start
+        if (start <= on + rwin && g > maxgap) { maxgap = g; gap_end = t[i] }
         prev = t[i]
     }
     rec = maxgap >= 0 ? gap_end - on : -1

@@ -202,17 +202,17 @@ bh_dropped() {
 # STAT_<name> via stat_of NAME
 peer_sizes() {
     local line
-    line=$(grep -E "periodic stats \[[^]]* rank 0 $IFACE\] peer " "$LOG" | tail -1)
+    line=$(grep -a -E "periodic stats \[[^]]* rank 0 $IFACE\] peer " "$LOG" | tail -1)
     DGRAM=$(sed -nE 's/.* dgram=([0-9]+) .*/\1/p' <<< "$line")
     DMAX=$(sed -nE 's/.* max=([0-9]+) .*/\1/p' <<< "$line")
 }
 stat_of() {     # NAME [RANK]: the counter on rank RANK's (0) module line
-    grep -E "final stats \[[^]]* rank ${2:-0} $IFACE\]:" "$LOG" | tail -1 | sed -nE "s/.* $1=([0-9]+).*/\\1/p" | head -1
+    grep -a -E "final stats \[[^]]* rank ${2:-0} $IFACE\]:" "$LOG" | tail -1 | sed -nE "s/.* $1=([0-9]+).*/\\1/p" | head -1
 }
 # usnic failure messages ([peer timeout], [peer unreachable] of
 # help-mpi-btl-usnic.txt)
-bad_msgs() { grep -cE "has not acknowledged any data|could not send to a peer any more" "$LOG"; }
-passed() { [ "$RC" -eq 0 ] && grep -q '^PASS path_stream' "$LOG"; }
+bad_msgs() { grep -a -cE "has not acknowledged any data|could not send to a peer any more" "$LOG"; }
+passed() { [ "$RC" -eq 0 ] && grep -a -q '^PASS path_stream' "$LOG"; }
 timeline() {
     awk -v ready="$T0" -v on="$1" -v off="$2" -v size="$SIZE" -f "$SCRIPT_DIR/path_timeline.awk" \
         "$TIMES".r1 "$TIMES".r0 2>/dev/null
@@ -252,9 +252,9 @@ plog=$LOG_DIR/icmp-precondition.log
     ip -n "$H1" route flush cache
     echo "after 'ip route flush cache': route mtu '$(route_mtu)'"
 } > "$plog" 2>&1
-if grep -q "no socket on port 40001: route mtu ''" "$plog" &&
-   grep -q "bound to $HOSTS_NET1.1:40000: route mtu '552'" "$plog" &&
-   grep -q "after 'ip route flush cache': route mtu ''" "$plog"; then
+if grep -a -q "no socket on port 40001: route mtu ''" "$plog" &&
+   grep -a -q "bound to $HOSTS_NET1.1:40000: route mtu '552'" "$plog" &&
+   grep -a -q "after 'ip route flush cache': route mtu ''" "$plog"; then
     ok "$name: ignored without a matching UDP socket; with one bound to the quoted port, host 1's route to $HOSTS_NET1.2 says mtu 552 (for 10 min; 'ip route flush cache' clears it); ephemeral ports $PORTS"
 else
     fail "$name" "the route did not change as expected" "$plog"
@@ -306,12 +306,12 @@ elif [ "$(bad_msgs)" -ne 0 ]; then
     fail "$name (${SECS}s)" "PASS, but $(bad_msgs) peer-timeout/unreachable message(s)" "$LOG"
 elif [ "$DROPPED" -eq 0 ]; then
     fail "$name (${SECS}s)" "the rule dropped nothing: the case tested nothing" "$LOG"
-elif [ "${holes:-0}" -lt 1 ] || ! grep -q "datagrams lowered" "$LOG" || ! awk -v l="$low" 'BEGIN { exit !(l >= 0) }'; then
-    fail "$name (${SECS}s)" "pmtu_blackholes=${holes:-none}, $(grep -c 'datagrams lowered' "$LOG") 'datagrams lowered' line(s), lowered ${low} ms after the hole" "$LOG"
+elif [ "${holes:-0}" -lt 1 ] || ! grep -a -q "datagrams lowered" "$LOG" || ! awk -v l="$low" 'BEGIN { exit !(l >= 0) }'; then
+    fail "$name (${SECS}s)" "pmtu_blackholes=${holes:-none}, $(grep -a -c 'datagrams lowered' "$LOG") 'datagrams lowered' line(s), lowered ${low} ms after the hole" "$LOG"
 elif ! awk -v r="$rec" -v b="$RECOVER_MS" 'BEGIN { exit !(r >= 0 && r <= b) }'; then
     fail "$name (${SECS}s)" "recovery took ${rec} ms (bound $RECOVER_MS ms)" "$LOG"
 else
-    ok "$name (${SECS}s): PASS, $DROPPED packets dropped, pmtu_blackholes=$holes; size lowered ${low} ms after the hole, stream ran again ${rec} ms after it (bound $RECOVER_MS; longest gap $(kv stall_ms "$TL") ms): '$(grep -o 'datagrams lowered.*' "$LOG" | tail -1)'"
+    ok "$name (${SECS}s): PASS, $DROPPED packets dropped, pmtu_blackholes=$holes; size lowered ${low} ms after the hole, stream ran again ${rec} ms after it (bound $RECOVER_MS; longest gap $(kv stall_ms "$TL") ms): '$(grep -a -o 'datagrams lowered.*' "$LOG" | tail -1)'"
 fi
 name="blackhole-lifted (btl_usnic_pmtu_reprobe $REPROBE_MS)"
 raised=$(kv raised_ms "$TL")
@@ -322,7 +322,7 @@ elif ! awk -v r="$raised" -v b="$((REPROBE_MS + RAISE_SLACK_MS))" 'BEGIN { exit 
 elif [ -z "$DGRAM" ] || [ "$DGRAM" != "$DMAX" ]; then
     fail "$name" "last periodic peer line: dgram=${DGRAM:-?} max=${DMAX:-?}" "$LOG"
 else
-    ok "$name: raised again ${raised} ms after the hole was lifted (bound $REPROBE_MS + $RAISE_SLACK_MS), dgram=$DGRAM max=$DMAX at the end: '$(grep -o "datagrams raised.* to $DMAX bytes.*" "$LOG" | tail -1)'"
+    ok "$name: raised again ${raised} ms after the hole was lifted (bound $REPROBE_MS + $RAISE_SLACK_MS), dgram=$DGRAM max=$DMAX at the end: '$(grep -a -o "datagrams raised.* to $DMAX bytes.*" "$LOG" | tail -1)'"
 fi
 fi
 
@@ -336,10 +336,10 @@ elif passed; then
     fail "$name (${SECS}s)" "the old behaviour survived the black hole: the case shows nothing" "$LOG"
 elif [ "$RC" -eq 124 ]; then
     fail "$name (${SECS}s)" "hung until the ${TEST_TIMEOUT}s timeout" "$LOG"
-elif ! grep -q "has not acknowledged any data" "$LOG"; then
+elif ! grep -a -q "has not acknowledged any data" "$LOG"; then
     fail "$name (${SECS}s)" "exit $RC without a usnic peer-timeout message ([peer timeout])" "$LOG"
 else
-    ok "$name: the job DIED as issue 25 says (exit $RC, ${SECS}s, $DROPPED packets dropped): $(grep -c 'has not acknowledged any data' "$LOG") peer-timeout message(s)"
+    ok "$name: the job DIED as issue 25 says (exit $RC, ${SECS}s, $DROPPED packets dropped): $(grep -a -c 'has not acknowledged any data' "$LOG") peer-timeout message(s)"
 fi
 fi
 
@@ -365,7 +365,7 @@ if ip -n "$HOSTS_SW" link set h1p2 mtu 1280 && ip -n "$HOSTS_SW" link set h2p2 m
     elif [ -z "$DGRAM" ] || [ "$DGRAM" -gt 1252 ]; then
         fail "$name (${SECS}s)" "dgram=${DGRAM:-?} at the end (want <= 1252)" "$LOG"
     else
-        ok "$name (${SECS}s): PASS, $(grep -oE 'messages=[0-9]+ .*MBps=[0-9.]+' "$LOG" | tail -1), dgram=$DGRAM max=$DMAX at the end, pmtu_probes_lost=${lost:-0}"
+        ok "$name (${SECS}s): PASS, $(grep -a -oE 'messages=[0-9]+ .*MBps=[0-9.]+' "$LOG" | tail -1), dgram=$DGRAM max=$DMAX at the end, pmtu_probes_lost=${lost:-0}"
     fi
 else
     fail "$name" "cannot set the ports' MTU"
@@ -422,12 +422,12 @@ if [ -z "$ROUTE_AT" ]; then
     fail "$name (${SECS}s)" "host 1's route never said mtu 552: the attack did not take, the case shows nothing" "$LOG"
 elif ! passed; then
     fail "$name (${SECS}s)" "exit $RC, no PASS" "$LOG"
-elif [ "$(bad_msgs)" -ne 0 ] || grep -q "datagrams lowered" "$LOG" || [ -n "$(stat_of pmtu_lowered)" ]; then
-    fail "$name (${SECS}s)" "PASS, but lowered or failure lines: $(grep -m1 -oE 'datagrams lowered.*|has not acknowledged.*' "$LOG")" "$LOG"
+elif [ "$(bad_msgs)" -ne 0 ] || grep -a -q "datagrams lowered" "$LOG" || [ -n "$(stat_of pmtu_lowered)" ]; then
+    fail "$name (${SECS}s)" "PASS, but lowered or failure lines: $(grep -a -m1 -oE 'datagrams lowered.*|has not acknowledged.*' "$LOG")" "$LOG"
 elif [ -z "$DGRAM" ] || [ "$DGRAM" != "$DMAX" ]; then
     fail "$name (${SECS}s)" "dgram=${DGRAM:-?} max=${DMAX:-?} at the end: not at full size" "$LOG"
 else
-    ok "$name: route said mtu 552 ${ROUTE_AT}s into the job; PASS at full size ($(grep -oE 'MBps=[0-9.]+' "$LOG" | tail -1), dgram=$DGRAM max=$DMAX at the end, nothing lowered, $frags IP fragments made by host 1's kernel; ${SECS}s)"
+    ok "$name: route said mtu 552 ${ROUTE_AT}s into the job; PASS at full size ($(grep -a -oE 'MBps=[0-9.]+' "$LOG" | tail -1), dgram=$DGRAM max=$DMAX at the end, nothing lowered, $frags IP fragments made by host 1's kernel; ${SECS}s)"
 fi
 fi
 
@@ -445,10 +445,10 @@ for when in during before; do
         fail "$name (${SECS}s)" "the old behaviour survived the attack: the control shows nothing" "$LOG"
     elif [ "$RC" -eq 124 ]; then
         fail "$name (${SECS}s)" "hung until the ${TEST_TIMEOUT}s timeout" "$LOG"
-    elif [ "$when" = during ] && ! grep -q "has not acknowledged any data" "$LOG"; then
+    elif [ "$when" = during ] && ! grep -a -q "has not acknowledged any data" "$LOG"; then
         fail "$name (${SECS}s)" "exit $RC without a usnic peer-timeout message" "$LOG"
     else
-        ok "$name: route said mtu 552 ${ROUTE_AT}s into the job; the job DIED (exit $RC, ${SECS}s): $(grep -m1 -oE 'has not acknowledged any data|connectivity checker sent UDP probes|Message too long|peer unreachable' "$LOG" || echo 'no usnic message')"
+        ok "$name: route said mtu 552 ${ROUTE_AT}s into the job; the job DIED (exit $RC, ${SECS}s): $(grep -a -m1 -oE 'has not acknowledged any data|connectivity checker sent UDP probes|Message too long|peer unreachable' "$LOG" || echo 'no usnic message')"
     fi
 done
 fi

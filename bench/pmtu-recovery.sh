@@ -29,8 +29,8 @@
 #               size the search found below the hole)
 #   lifted      goodput from the lifting to the size's raise
 #   raised      goodput from the raise to the end
-#   recover ms  from the hole to the end of the longest gap between two
-#               verified messages (the stream runs again)
+#   recover ms  from the hole to the first message verified after rank
+#               0 lowered its datagram size (the stream runs again)
 #   lowered ms  from the hole to rank 0's pmtu_lowered rising
 #   raise ms    from the lifting to rank 0's pmtu_raised rising
 # Per wire the median (min-max) over REPS runs.  A run that failed (no

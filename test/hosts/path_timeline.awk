@@ -13,8 +13,11 @@
 #                   (-v rwin=S: S seconds) and ended while it was on:
 #                   the stall the hole caused (later gaps, e.g. of a busy
 #                   VM, are left out)
-#   recover_ms      from T_ON to the end of that gap: the time until the
-#                   stream ran again (-1: no message arrived meanwhile)
+#   recover_ms      from T_ON to the first message verified after rank 0
+#                   lowered its datagram size (the stream runs again on
+#                   the smaller size); without a lowering, to the end of
+#                   the stall (-1: no message arrived while the hole was
+#                   on)
 #   lowered_ms      from T_ON to the first rise of rank 0's pmtu_lowered
 #                   counter (-1: none)
 #   raised_ms       from T_OFF to the first rise of rank 0's pmtu_raised
@@ -47,6 +50,9 @@ END {
         prev = t[i]
     }
     rec = maxgap >= 0 ? gap_end - on : -1
+    if (low > 0)
+        for (i = 1; i <= n; i++)
+            if (t[i] > low && t[i] <= hole_end) { rec = t[i] - on; break }
     if (win == "") win = 0.25
     c_before = c_rec = c_holed = c_lifted = c_raised = c_win = 0
     last = n ? t[n] : 0

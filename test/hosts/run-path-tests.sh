@@ -21,9 +21,13 @@
 #                  length; nftables in the switch namespace's bridge
 #                  forward hook, no ICMP): the job completes (PASS, every
 #                  byte verified, no peer-timeout or unreachable message),
-#                  pmtu_blackholes >= 1 and a "datagrams lowered" line;
+#                  pmtu_blackholes >= 1 and a "datagrams lowered" line,
+#                  the un-ACKed large segments resent as pieces
+#                  (pieces_sent on rank 0, pieces_reassembled on rank 1);
 #                  the stream runs again within RECOVER_MS of the hole
-#                  (the longest gap between verified messages, printed)
+#                  (the first message verified after rank 0 lowered
+#                  its size; path_timeline.awk) and the longest gap
+#                  between verified messages is printed
 #   blackhole-lifted   BH_FOR s later the rule goes: the sender's
 #                  pmtu_raised counter rises within REPROBE_MS + RAISE_SLACK_MS
 #                  (btl_usnic_pmtu_reprobe REPROBE_MS) and the final peer
@@ -292,6 +296,8 @@ run_blackhole blackhole "$STREAM_SECONDS" 1 --mca btl_usnic_pmtu_reprobe "$REPRO
 TL=$(timeline "$T_ON" "$T_OFF")
 peer_sizes
 holes=$(stat_of pmtu_blackholes)
+psent=$(stat_of pieces_sent 0)
+preas=$(stat_of pieces_reassembled 1)
 rec=$(kv recover_ms "$TL")
 echo "    timeline: $TL"
 # the lowering caused by the hole: a "datagrams lowered" line printed
@@ -310,8 +316,10 @@ elif [ "${holes:-0}" -lt 1 ] || ! grep -a -q "datagrams lowered" "$LOG" || ! awk
     fail "$name (${SECS}s)" "pmtu_blackholes=${holes:-none}, $(grep -a -c 'datagrams lowered' "$LOG") 'datagrams lowered' line(s), lowered ${low} ms after the hole" "$LOG"
 elif ! awk -v r="$rec" -v b="$RECOVER_MS" 'BEGIN { exit !(r >= 0 && r <= b) }'; then
     fail "$name (${SECS}s)" "recovery took ${rec} ms (bound $RECOVER_MS ms)" "$LOG"
+elif [ "${psent:-0}" -eq 0 ] || [ "${preas:-0}" -eq 0 ]; then
+    fail "$name (${SECS}s)" "pieces_sent=${psent:-0} on rank 0, pieces_reassembled=${preas:-0} on rank 1: the un-ACKed large segments were not resent as pieces" "$LOG"
 else
-    ok "$name (${SECS}s): PASS, $DROPPED packets dropped, pmtu_blackholes=$holes; size lowered ${low} ms after the hole, stream ran again ${rec} ms after it (bound $RECOVER_MS; longest gap $(kv stall_ms "$TL") ms): '$(grep -a -o 'datagrams lowered.*' "$LOG" | tail -1)'"
+    ok "$name (${SECS}s): PASS, $DROPPED packets dropped, pmtu_blackholes=$holes, pieces_sent=$psent (rank 0), pieces_reassembled=$preas (rank 1); size lowered ${low} ms after the hole, stream ran again ${rec} ms after it (bound $RECOVER_MS; longest gap $(kv stall_ms "$TL") ms): '$(grep -a -o 'datagrams lowered.*' "$LOG" | tail -1)'"
 fi
 name="blackhole-lifted (btl_usnic_pmtu_reprobe $REPROBE_MS)"
 raised=$(kv raised_ms "$TL")

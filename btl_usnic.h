@@ -133,6 +133,7 @@ typedef struct opal_btl_usnic_component_t {
     int rto_min;                /* microseconds */
     int rto_max;                /* microseconds */
     int peer_timeout;           /* seconds; 0 = never */
+    int tail_probes;            /* tail-loss probes before a timeout */
     int max_resends_per_iteration;
     int ack_iteration_delay;
     int ack_delay;

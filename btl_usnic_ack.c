@@ -42,6 +42,18 @@
  * at which opal_progress loops it: 20-50 times rto_min on a loopback
  * path.
  *
+ * Tail-loss probes (RFC 9002's probe timeout).  A lost last datagram of a
+ * burst, or a lost last ACK, leaves nothing to report the loss: no
+ * duplicate ACK, no selective ACK.  So before the first timeout of an
+ * episode the oldest segment's deadline is the probe timeout, srtt + 4
+ * rttvar + the peer's ACK delay (at least rto_min, at most the RTO, whose
+ * floor starts at retrans_timeout), and its expiry resends that segment
+ * alone (tail_probe) without back-off, up to tail_probes times: the tail
+ * itself, or a copy the receiver holds, which it ACKs at once, selective
+ * ranges and all (SACK repair then resends exactly the holes).  Probes
+ * carry RETX but not RETX_TIMEOUT, so the receiver never reports them as
+ * premature timeouts.  Unanswered probes end in the timeout below.
+ *
  * What a timeout retransmits.  Only an endpoint's oldest un-ACKed segment
  * (the one the cumulative ACK is stuck on).  Resending the whole window on
  * a timeout repeats the same burst every RTO in lockstep; with periodic
@@ -156,11 +168,39 @@ static void hotel_checkout(opal_btl_usnic_send_seg_t *seg)
     seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
 }
 
+/* May the next expiry of |ep|'s timer be a tail-loss probe?  Only before
+ * the first timeout since the ACK last advanced, and while probes are left */
+static bool tail_probe_allowed(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    return 0 == ep->timer.backoff && ep->timer.tail_probes < eng->p.tail_probes;
+}
+
+/* The probe timeout (RFC 9002): srtt + 4 rttvar + the peer's ACK delay,
+ * at least rto_min (the clock and scheduling granularity), never later
+ * than the RTO; the RTO itself before the first sample */
+static uint64_t probe_timeout(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    if (0 == ep->timer.srtt) {
+        return ep->timer.rto;
+    }
+    uint64_t pto = ep->timer.srtt + 4 * ep->timer.rttvar + eng->p.ack_delay;
+    if (pto < eng->p.rto_min) {
+        pto = eng->p.rto_min;
+    }
+    return pto < ep->timer.rto ? pto : ep->timer.rto;
+}
+
 void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_send_seg_t *seg)
 {
     flight_list_add(eng, ep);
     seg->sent_time = eng->now;
+    if (tail_probe_allowed(eng, ep)) {
+        seg->deadline = eng->now + probe_timeout(eng, ep);
+        seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
+        lower_next_deadline(eng, seg->deadline);
+        return;
+    }
     unsigned backoff = ep->timer.backoff;
     if (backoff > OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF && 0 != ep->timer.last_heard &&
         eng->now - ep->timer.last_heard < eng->p.rto_max) {
@@ -518,6 +558,7 @@ static void after_ack_advance(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpo
 {
     ep->timer.last_ack_time = eng->now;
     ep->timer.backoff = 0; /* the path works again */
+    ep->timer.tail_probes = 0;
     opal_btl_usnic_send_seg_t *next = oldest_unacked(ep);
     if (NULL == next) {
         ep->timer.in_recovery = false;
@@ -666,6 +707,23 @@ static void retransmit_run(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     }
 }
 
+/* A tail-loss probe: the oldest un-ACKed segment alone, sent again.  If
+ * the tail of a burst was lost, this is it, or the ACK it draws (the
+ * receiver ACKs a copy or an arrival beyond a hole at once, selective
+ * ranges included) tells which others to repair; if the last ACK was
+ * lost, the receiver holds the copy and its ACK covers the burst.  One
+ * datagram where a timeout resends a batch; no back-off, no RETX_TIMEOUT
+ * flag (the receiver must not take it for a premature timeout). */
+static void tail_probe(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_seg_t *seg)
+{
+    if (!(seg->flags & OPAL_BTL_USNIC_SEG_FLAG_IN_WINDOW) || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_ON_RESEND)) {
+        return;
+    }
+    ++ep->timer.tail_probes;
+    retransmit_now(eng, ep, seg);
+    OPAL_BTL_USNIC_STAT_INC(eng, num_tail_probes);
+}
+
 /* One endpoint's timers: returns its next deadline (UINT64_MAX: none). */
 static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
@@ -680,8 +738,12 @@ static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usni
         if (seg->deadline > eng->now) {
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         }
-        opal_btl_usnic_retrans_expired(eng, seg);
-        retransmit_run(eng, ep, seg);
+        if (tail_probe_allowed(eng, ep)) {
+            tail_probe(eng, ep, seg);
+        } else {
+            opal_btl_usnic_retrans_expired(eng, seg);
+            retransmit_run(eng, ep, seg);
+        }
     }
     /* queued for resend: its timer is re-armed when it is reposted */
     return peer_deadline;

@@ -66,6 +66,7 @@ struct mca_btl_base_endpoint_t {
         uint64_t rttvar;                 /* us */
         uint64_t rto;                    /* us */
         unsigned backoff;                /* timeouts since the ACK last advanced */
+        unsigned tail_probes;            /* tail-loss probes since the ACK last advanced */
         uint64_t last_ack_time;          /* last time the ACK advanced or data started to flow */
         uint64_t last_heard;             /* last time any ACK (even a duplicate) came; 0 = never */
         bool in_recovery;

@@ -166,6 +166,8 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t rto_floor_start;     /* us: the floor until the path proves lossy (0: rto_min) */
     uint64_t rto_max;             /* us: ceiling, also of the exponential back-off */
     uint64_t peer_timeout;        /* us without ACK progress before a peer is declared dead; 0 = never */
+    uint32_t tail_probes;         /* tail-loss probes (one datagram each, after the probe timeout) before
+                                     the first timeout of an episode; 0 = a timeout and its batch at once */
     bool gather_send;             /* the wire sends a header and a payload from elsewhere as one
                                      datagram: PUT segments then reference the source, uncopied */
     const opal_btl_usnic_mem_ops_t *mem; /* registers segment slabs with the provider; NULL when it

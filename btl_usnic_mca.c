@@ -183,6 +183,13 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "btl_usnic_rto_max, when the peer reports a timeout as premature (it had the data but was "
                   "descheduled) and has reported no loss for 2 s",
                   500, 10, 60000000, OPAL_INFO_LVL_5, &c->rto_min);
+    ok &= reg_int("tail_probes",
+                  "Tail-loss probes (RFC 9002's probe timeout): when a peer's ACK has not advanced for srtt + 4 "
+                  "rttvar + btl_usnic_ack_delay (at least btl_usnic_rto_min, at most the retransmit timeout), "
+                  "its oldest un-ACKed segment is sent again alone, up to this many times, before a timeout "
+                  "resends its batch and backs off.  A lost last datagram or last ACK of a burst then costs one "
+                  "datagram per probe instead of a batch after a full timeout.  0 = no probes",
+                  2, 0, 2, OPAL_INFO_LVL_5, &c->tail_probes);
     ok &= reg_int("rto_max",
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
                   10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);

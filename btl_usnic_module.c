@@ -169,6 +169,7 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_floor_start = (uint64_t) c->retrans_timeout,
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
+        .tail_probes = (uint32_t) c->tail_probes,
         .rx_capacity = module->caps.rx_capacity,
         .rx_charge = module->caps.rx_charge,
         .gather_send = module->caps.gathers,

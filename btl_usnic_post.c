@@ -16,6 +16,22 @@
  * reposts at most max_resends_per_iteration of them per pass, always on the
  * data channel, so that retransmissions never crowd ACKs off the priority
  * channel.
+ *
+ * Pieces.  A segment cut before the path shrank (a black hole, the path
+ * MTU search's fall-back) is larger than the path carries.  It keeps its
+ * sequence number, its place in the window and its timer; each copy is
+ * sealed as usual and then cut into PIECE datagrams of the path's size
+ * (each sealed too: a forged piece cannot spoil a reassembly), which the
+ * receiver puts back together and takes as if the whole had arrived
+ * (btl_usnic_pieces.c).  Chosen over re-chunking (new sequence numbers for
+ * data already numbered and perhaps partly received would break the
+ * window's one-segment-one-number rule and the receiver's reassembly
+ * slots) and over IP fragmentation (a black hole drops what exceeds the
+ * link whatever the DF bit says, and the kernel fragments at the MTU ICMP
+ * taught it).  Cost, paid only by segments cut larger than the path: a
+ * copy and a tag per piece at the sender, a copy into the reassembly
+ * buffer and a second tag check at the receiver, 64 header bytes per
+ * piece, and a lost piece costs the whole segment's retransmission.
  */
 #include "opal_config.h"
 

@@ -17,6 +17,7 @@
     X(num_fast_sends,       "Tiny fragments sent on the fast path (sendi or inline send)") \
     X(num_resends,          "Segments retransmitted") \
     X(num_timeout_retrans,  "Retransmissions caused by a retransmit timer") \
+    X(num_tail_probes,      "Tail-loss probes: the oldest un-ACKed segment resent alone after the probe timeout (srtt + 4 rttvar + ACK delay), before any timeout") \
     X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
     X(num_sack_retrans,     "Retransmissions of holes revealed by the receiver's selective ACK bits") \
     X(num_away_resends,     "Copies of un-ACKed segments posted by the away thread while the process did not progress us (btl_usnic_away_resend)") \

@@ -1516,7 +1516,141 @@ static void test_hotel_next_deadline_over_endpoints(void)
     fx_fini(&fx);
 }
 
-UNIT_MAIN(UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
+
+/* ---------------- tail-loss probes ---------------- */
+
+/* An engine with |probes| tail-loss probes, batches of 44 and the RTO's
+ * floor at the initial RTO (as the module sets it), an endpoint
+ * with an RTT sample (a segment ACKed 100 us after it left), then a
+ * burst of 8 sent at |*t0_p| */
+static opal_btl_usnic_endpoint_t *tlp_setup(fx_t *fx, uint32_t probes, opal_btl_usnic_send_seg_t **segs,
+                                            uint64_t *t0_p)
+{
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 20000, 0);
+    p.tail_probes = probes;
+    p.batch_segs = 44;
+    p.rto_floor_start = FX_RTO_INITIAL; /* as the module: the floor starts at the initial RTO */
+    fx_init(fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(fx, PEER, 64, ISN, PEER_ISN);
+    FX_SEND_TINY(fx, ep, 1, NULL);
+    fx_complete_all(fx);
+    fx_set_time(fx, 100);
+    opal_btl_usnic_handle_ack(&fx->eng, ep, ISN);
+    fx_set_time(fx, 200);
+    FX_SEND_TINY(fx, ep, 8, segs);
+    fx_complete_all(fx);
+    *t0_p = 200;
+    return ep;
+}
+
+/* The last datagram of a burst is lost (the rest ACKed): after the probe
+ * timeout, that segment alone goes again, twice at most; only then a
+ * timeout, which backs off */
+static void test_tail_probe_last_datagram_lost(void)
+{
+    fx_t fx;
+    opal_btl_usnic_send_seg_t *segs[8];
+    uint64_t t0;
+    opal_btl_usnic_endpoint_t *ep = tlp_setup(&fx, 2, segs, &t0);
+    /* the estimate when the burst left sets its probe timeout */
+    uint64_t pto = ep->timer.srtt + 4 * ep->timer.rttvar + fx.eng.p.ack_delay;
+    if (pto < FX_RTO_MIN) {
+        pto = FX_RTO_MIN;
+    }
+    CHECK(pto < ep->timer.rto);
+    fx_set_time(&fx, 300);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 7); /* all but the last */
+    size_t before = fx.nposts;
+    for (int i = 0; i < 8 && 0 == fx.eng.stats.num_tail_probes; ++i) {
+        CHECK(fx_expire_next(&fx)); /* a stale deadline first costs a pass */
+    }
+    CHECK_EQ_U(fx.now, t0 + pto); /* the probe timeout, not the RTO */
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ(fx.nposts, before + 1);
+    CHECK_PTR_EQ(fx.posts[before].seg, segs[7]);
+    const opal_btl_usnic_hdr_t *h = fx_post_hdr(&fx.posts[before]);
+    CHECK(h->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX);
+    CHECK(!(h->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT)); /* the receiver must not call it premature */
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+    CHECK_EQ(ep->timer.backoff, 0);
+    /* the probe is lost too: a second one, then the timeout and its back-off */
+    CHECK(fx_expire_next(&fx));
+    CHECK_EQ(fx_progress(&fx), 1);
+    fx_complete_all(&fx);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK(fx_run_to_timeout(&fx));
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 1);
+    CHECK_EQ(ep->timer.backoff, 1);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    /* the ACK comes: probes are allowed again for the next episode */
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 8);
+    CHECK_EQ(ep->timer.tail_probes, 0);
+    CHECK(fx_hotel_consistent(&fx));
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+/* The last ACK of a burst is lost (nothing ACKed): a probe is one datagram
+ * (the oldest segment), where the timeout without probes resends the
+ * whole batch; the ACK the probe draws covers the burst */
+static void test_tail_probe_last_ack_lost(void)
+{
+    for (uint32_t probes = 0; probes <= 2; probes += 2) {
+        fx_t fx;
+        opal_btl_usnic_send_seg_t *segs[8];
+        uint64_t t0;
+        opal_btl_usnic_endpoint_t *ep = tlp_setup(&fx, probes, segs, &t0);
+        size_t before = fx.nposts;
+        for (int i = 0; i < 8 && 0 == fx.eng.stats.num_tail_probes + fx.eng.stats.num_timeout_retrans; ++i) {
+            CHECK(fx_expire_next(&fx)); /* a stale deadline first costs a pass */
+        }
+        int posted = fx_progress(&fx);
+        fx_complete_all(&fx);
+        if (probes) {
+            CHECK_EQ(posted, 1);
+            CHECK_PTR_EQ(fx.posts[before].seg, segs[0]);
+            CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+            CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 0);
+        } else {
+            CHECK_EQ(posted, 8); /* a timeout and its batch */
+            CHECK_EQ_U(fx.eng.stats.num_timeout_retrans, 8);
+        }
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 8);
+        CHECK_EQ_U(opal_btl_usnic_endpoint_in_flight(ep), 0);
+        CHECK(fx_all_recycled(&fx));
+        fx_fini(&fx);
+    }
+}
+
+/* Probes never delay the dead-peer verdict: a peer that answers nothing
+ * is declared dead at peer_timeout after the ACK last advanced, probes
+ * or not */
+static void test_tail_probes_then_peer_timeout(void)
+{
+    fx_t fx;
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 4000, 50000);
+    p.tail_probes = 2;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 2, NULL);
+    fx_complete_all(&fx);
+    while (0 == fx.peer_failed_calls && fx_expire_next(&fx) && fx.now <= 60000) {
+        fx_progress(&fx);
+        fx_complete_all(&fx);
+    }
+    CHECK_EQ(fx.peer_failed_calls, 1);
+    CHECK_EQ_U(fx.now, 50000);
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 2);
+    CHECK(fx.eng.stats.num_timeout_retrans >= 2);
+    fx_fini(&fx);
+}
+
+UNIT_MAIN(UNIT_TEST(test_tail_probe_last_datagram_lost), UNIT_TEST(test_tail_probe_last_ack_lost),
+          UNIT_TEST(test_tail_probes_then_peer_timeout), UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
           UNIT_TEST(test_hotel_eviction_on_timeout), UNIT_TEST(test_hotel_next_deadline_over_endpoints),
           UNIT_TEST(test_timer_expiry_then_resend), UNIT_TEST(test_timer_expiry_chunk_resend),
           UNIT_TEST(test_floor_starts_high_and_falls_on_loss), UNIT_TEST(test_premature_timeout_raises_floor),

@@ -236,6 +236,7 @@ typedef struct sim_case_t {
     uint64_t pmtu_reprobe;
     uint32_t expect_dgram_a;
     uint64_t run_until;           /* not quiet before this virtual time (a search must get there) */
+    uint32_t tail_probes;         /* engine parameter tail_probes (0: none, as every earlier case) */
 } sim_case_t;
 
 typedef struct sim_t {
@@ -696,6 +697,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
         p.max_resends_per_iteration = c->max_resends;
     }
     p.batch_segs = c->batch_segs;
+    p.tail_probes = c->tail_probes;
     memset(s, 0, sizeof(*s));
     s->held = (opal_btl_usnic_send_seg_t **) calloc(c->batch_segs > 1 ? c->batch_segs : 1, sizeof(*s->held));
     fx_init_with_wire(&s->fx, &p, &sim_wire, sim_upcalls());
@@ -1869,6 +1871,30 @@ static void test_pair_pmtu_repaired_path(void)
     CHECK(r.converged);
 }
 
+/* Tail-loss probes under loss: exactly once, in order, bounded resends,
+ * and probes actually sent where tails are lost */
+static void test_pair_tail_probes(void)
+{
+    sim_case_t c = base_case("tail probes: 5% random loss both ways");
+    c.tail_probes = 2;
+    c.random_ab = c.random_ba = 3277;
+    sim_result_t r = run_case(&c);
+    CHECK(r.converged);
+    c = base_case("tail probes: batches of 8, the last batch lost");
+    c.tail_probes = 2;
+    c.batch_segs = 8;
+    c.lose_last_batch = true;
+    c.nfrags_ba = 0;
+    r = run_case(&c);
+    CHECK(r.converged);
+    c = base_case("tail probes: pure ACKs lost (every other)");
+    c.tail_probes = 2;
+    c.filter = FILTER_ACK;
+    c.mask_ab = c.mask_ba = EVERY_OTHER;
+    r = run_case(&c);
+    CHECK(r.converged);
+}
+
 int main(int argc, char **argv)
 {
     static unit_test_t tests[17 + 20 + NSCOPES * NMASKS + NBATCHES * NSCOPES * NMASKS] = {
@@ -1898,6 +1924,7 @@ int main(int argc, char **argv)
         UNIT_TEST(test_pair_pmtu_black_hole),
         UNIT_TEST(test_pair_pmtu_small_link),
         UNIT_TEST(test_pair_pmtu_repaired_path),
+        UNIT_TEST(test_pair_tail_probes),
     };
     /* the fixed tests above: counted, so that the sweeps come after them
      * (this was 16 for 17 tests: the last fixed test ran under the first

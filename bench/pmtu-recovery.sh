@@ -12,12 +12,12 @@
 #
 # Each run: test/hosts/path_stream.c, rank 0 on host 1 streaming 1 MiB
 # messages (4 in flight, every byte checked by rank 1 on host 2) over
-# veth1 for STREAM_SECONDS (8); BH_AT (1.5) s into the stream the switch's
+# veth1 for STREAM_SECONDS (9); BH_AT (1.5) s into the stream the switch's
 # bridge starts dropping every UDP packet longer than the black hole's
 # size (nftables, forward hook, no ICMP): 1500 bytes on the socket wire
 # (8972-byte datagrams fall back), 1400 on the ofi wire (the udp
 # provider's datagrams are 1472 bytes at most, so a 1500-byte hole would
-# not touch them); BH_FOR (2.5) s later the rule goes.
+# not touch them); BH_FOR (3.5) s later the rule goes.
 # btl_usnic_pmtu_reprobe REPROBE_MS (1500).  The times come from the
 # stream itself (the wall-clock time of every verified message, and of
 # every change of rank 0's pmtu_lowered / pmtu_raised counters read
@@ -27,19 +27,20 @@
 #               fall back and the pieces included)
 #   holed       goodput from the recovery to the lifting (settled at the
 #               size the search found below the hole)
-#   lifted      goodput from the lifting to the size's raise
-#   raised      goodput from the raise to the end
+#   lifted      goodput from the lifting to the size's last raise
+#   raised      goodput from that raise (back at full size) to the end
 #   recover ms  from the hole to the first message verified after rank
 #               0 lowered its datagram size (the stream runs again)
 #   lowered ms  from the hole to rank 0's pmtu_lowered rising
-#   raise ms    from the lifting to rank 0's pmtu_raised rising
+#   raise ms    from the lifting to rank 0's pmtu_raised rising for
+#               the last time (back at full size)
 # Per wire the median (min-max) over REPS runs.  A run that failed (no
 # PASS, or no lowering) is listed and left out.  The VM has 2 cores and
 # the stream needs both: other jobs on the machine move the goodputs
 # (compare the phases of one run, not runs of different times).
 #
-# Environment: REPS (3), WIRES ("socket ofi"), STREAM_SECONDS (8), BH_AT
-# (1.5), BH_FOR (2.5), REPROBE_MS (1500), RUN_TIMEOUT (60).  Logs in
+# Environment: REPS (3), WIRES ("socket ofi"), STREAM_SECONDS (9), BH_AT
+# (1.5), BH_FOR (3.5), REPROBE_MS (1500), RUN_TIMEOUT (60).  Logs in
 # bench/build/pmtu-logs/, one row per run in bench/build/pmtu-runs.csv.
 # Exit status 0 if every run succeeded.
 
@@ -59,9 +60,9 @@ TIMELINE="$REPO_DIR/test/hosts/path_timeline.awk"
 
 REPS=${REPS:-3}
 WIRES=${WIRES:-"socket ofi"}
-STREAM_SECONDS=${STREAM_SECONDS:-8}
+STREAM_SECONDS=${STREAM_SECONDS:-9}
 BH_AT=${BH_AT:-1.5}
-BH_FOR=${BH_FOR:-2.5}
+BH_FOR=${BH_FOR:-3.5}
 REPROBE_MS=${REPROBE_MS:-1500}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 SIZE=1048576

@@ -20,12 +20,14 @@
 #                   on)
 #   lowered_ms      from T_ON to the first rise of rank 0's pmtu_lowered
 #                   counter (-1: none)
-#   raised_ms       from T_OFF to the first rise of rank 0's pmtu_raised
-#                   counter after T_OFF (-1: none, or T_OFF = 0)
+#   raised_ms       from T_OFF to the last rise of rank 0's pmtu_raised
+#                   counter (-1: none after T_OFF, or T_OFF = 0): when
+#                   the size ends at the pair's limit, the time it took
+#                   to get there (a search may pass smaller sizes first)
 #   gp_before       goodput from T0 + 0.5 s to T_ON
 #   gp_recovery     goodput from T_ON to T_ON + recover_ms
 #   gp_holed        goodput from there to T_OFF (settled below the hole)
-#   gp_lifted       goodput from T_OFF to the raise (or to the end)
+#   gp_lifted       goodput from T_OFF to that last raise (or to the end)
 #   gp_raised       goodput from the raise to the last message
 #   gp_window       goodput over the first WIN s of the black hole
 #                   (-v win=S, default 0.25): the stall and the fall back
@@ -35,7 +37,7 @@ function gp(n, secs) { return secs >= 0.05 ? sprintf("%.0f", n * size / secs / 1
 $1 == "m" { t[++n] = $3 + 0; next }
 $1 == "e" && $2 == 0 && $3 == "pmtu_lowered" && $5 > on && low == 0 && seen_low { low = $5 }
 $1 == "e" && $2 == 0 && $3 == "pmtu_lowered" { seen_low = 1 }
-$1 == "e" && $2 == 0 && $3 == "pmtu_raised" && off > 0 && $5 > off && rai == 0 && seen_rai { rai = $5 }
+$1 == "e" && $2 == 0 && $3 == "pmtu_raised" && off > 0 && $5 > off && seen_rai { rai = $5 }
 $1 == "e" && $2 == 0 && $3 == "pmtu_raised" { seen_rai = 1 }
 END {
     hole_end = off > 0 ? off : (n ? t[n] : on)

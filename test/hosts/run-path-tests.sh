@@ -16,7 +16,8 @@
 #                  host 1's route MTU to host 2 to 552 when a UDP socket
 #                  of host 1 is bound to the quoted port, and does nothing
 #                  when none is
-#   blackhole      mid-run (BH_AT s after the stream started) the switch
+#   blackhole      with btl_usnic_peer_timeout 3, mid-run (BH_AT s after
+#                  the stream started) for BH_FOR s the switch
 #                  drops every UDP packet longer than BH_LEN bytes (IP
 #                  length; nftables in the switch namespace's bridge
 #                  forward hook, no ICMP): the job completes (PASS, every
@@ -29,9 +30,9 @@
 #                  its size; path_timeline.awk) and the longest gap
 #                  between verified messages is printed
 #   blackhole-lifted   BH_FOR s later the rule goes: the sender's
-#                  pmtu_raised counter rises within REPROBE_MS + RAISE_SLACK_MS
-#                  (btl_usnic_pmtu_reprobe REPROBE_MS) and the final peer
-#                  line says dgram = max
+#                  last pmtu_raised rise comes within REPROBE_MS +
+#                  RAISE_SLACK_MS of it (btl_usnic_pmtu_reprobe
+#                  REPROBE_MS) and the last peer line says dgram = max
 #   blackhole-control  the same hole with btl_usnic_pmtu_discovery 0
 #                  (the old behaviour) and btl_usnic_peer_timeout 3: the
 #                  job must fail with a usnic peer-timeout message
@@ -52,8 +53,9 @@
 # Environment: USNIC_WIRE (test/lib.sh; ofi: black hole at 1400 bytes,
 # since the udp provider's datagrams are 1472 + 28 at most), HOSTS_GSO
 # (default soft; the suite needs it), BH_LEN (1500 socket wire, 1400 ofi),
-# BH_AT (1.5 s), BH_FOR (2.5 s), REPROBE_MS (1500), RAISE_SLACK_MS (1500),
-# RECOVER_MS (2000), STREAM_SECONDS (8), TEST_TIMEOUT (60 s per job),
+# BH_AT (1.5 s), BH_FOR (3.5 s: longer than the peer timeout of 3 s
+# the case runs with, as its control does), REPROBE_MS (1500),
+# RAISE_SLACK_MS (1500), RECOVER_MS (2000), STREAM_SECONDS (9), TEST_TIMEOUT (60 s per job),
 # HOSTS_BUILD_DIR, MPICC, MPIRUN.  Output: ok/FAIL/NOT RUN lines, the
 # recovery figures, and "N passed, N failed[, N not run]".
 
@@ -66,17 +68,17 @@ MPICC=${MPICC:-mpicc}
 MPIRUN=${MPIRUN:-mpirun}
 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 BH_AT=${BH_AT:-1.5}
-BH_FOR=${BH_FOR:-2.5}
+BH_FOR=${BH_FOR:-3.5}
 REPROBE_MS=${REPROBE_MS:-1500}
 RAISE_SLACK_MS=${RAISE_SLACK_MS:-1500}
 RECOVER_MS=${RECOVER_MS:-2000}
-STREAM_SECONDS=${STREAM_SECONDS:-8}
+STREAM_SECONDS=${STREAM_SECONDS:-9}
 CONTROL_PEER_TIMEOUT=3
 export HOSTS_MTU=9000
 export HOSTS_GSO=${HOSTS_GSO-soft}
 # shellcheck source=../lib.sh
 . "$SCRIPT_DIR/../lib.sh"
-use_build_dir "${HOSTS_BUILD_DIR:-$SCRIPT_DIR/build}" logs-path
+use_build_dir "${HOSTS_BUILD_DIR:-$SCRIPT_DIR/build}" "logs-path-$WIRE_NAME"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shellcheck source=hosts.sh
 source "$SCRIPT_DIR/hosts.sh"
@@ -292,7 +294,10 @@ run_blackhole() {   # NAME SECONDS LIFT(0|1) ARGS...: sets T0, T_ON, T_OFF, DROP
 
 if want blackhole; then
 name="blackhole (UDP > $BH_LEN B dropped mid-run, no ICMP)"
-run_blackhole blackhole "$STREAM_SECONDS" 1 --mca btl_usnic_pmtu_reprobe "$REPROBE_MS"
+# the same short peer timeout as the control, shorter than the hole: a
+# job that stalled for good would be declared dead here too
+run_blackhole blackhole "$STREAM_SECONDS" 1 --mca btl_usnic_pmtu_reprobe "$REPROBE_MS" \
+    --mca btl_usnic_peer_timeout "$CONTROL_PEER_TIMEOUT"
 TL=$(timeline "$T_ON" "$T_OFF")
 peer_sizes
 holes=$(stat_of pmtu_blackholes)
@@ -326,11 +331,11 @@ raised=$(kv raised_ms "$TL")
 if [ "$T_OFF" = 0 ] || ! passed; then
     fail "$name" "the black-hole job did not complete (above)"
 elif ! awk -v r="$raised" -v b="$((REPROBE_MS + RAISE_SLACK_MS))" 'BEGIN { exit !(r >= 0 && r <= b) }'; then
-    fail "$name" "size raised ${raised} ms after the hole was lifted (bound $REPROBE_MS + $RAISE_SLACK_MS ms)" "$LOG"
+    fail "$name" "last raise ${raised} ms after the hole was lifted (bound $REPROBE_MS + $RAISE_SLACK_MS ms)" "$LOG"
 elif [ -z "$DGRAM" ] || [ "$DGRAM" != "$DMAX" ]; then
     fail "$name" "last periodic peer line: dgram=${DGRAM:-?} max=${DMAX:-?}" "$LOG"
 else
-    ok "$name: raised again ${raised} ms after the hole was lifted (bound $REPROBE_MS + $RAISE_SLACK_MS), dgram=$DGRAM max=$DMAX at the end: '$(grep -a -o "datagrams raised.* to $DMAX bytes.*" "$LOG" | tail -1)'"
+    ok "$name: back at full size ${raised} ms after the hole was lifted (the last raise; bound $REPROBE_MS + $RAISE_SLACK_MS), dgram=$DGRAM max=$DMAX at the end: '$(grep -a -o "datagrams raised.* to $DMAX bytes.*" "$LOG" | tail -1)'"
 fi
 fi
 

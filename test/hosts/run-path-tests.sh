@@ -36,21 +36,28 @@
 #   blackhole-control  the same hole with btl_usnic_pmtu_discovery 0
 #                  (the old behaviour) and btl_usnic_peer_timeout 3: the
 #                  job must fail with a usnic peer-timeout message
-#   link-1280      the switch ports of both hosts at MTU 1280 from the
-#                  start (hosts still say 9000): PASS, final dgram <= 1252
+#   link-1280      the switch's ports toward both hosts on subnet 2 at
+#                  MTU 1280 from the start (hosts still say 9000; the
+#                  job on veth2, since mpirun's TCP runs on subnet 1):
+#                  PASS, dgram <= 1252 at the end
 #   icmp-attack    the attacker sprays "fragmentation needed, MTU 552" for
 #                  every ephemeral port of host 1 (quoting host 1 -> host
 #                  2) from before the job to its end: the route MTU shows
 #                  552 during the job, and the job completes at full size
 #                  (final dgram = max, no "datagrams lowered", no
 #                  pmtu_lowered)
-#   icmp-control   the same with btl_usnic_pmtu_discovery 0 and
-#                  btl_usnic_peer_timeout 3 must fail (socket wire only:
+#   icmp-control-during, icmp-control-before   the same attack started 1 s
+#                  into the stream / before the job, with
+#                  btl_usnic_pmtu_discovery 0 and btl_usnic_peer_timeout
+#                  3: the job must fail ("during": with a usnic peer-timeout
+#                  message) (socket wire only:
 #                  the ofi wire's sockets are libfabric's udp provider's,
 #                  which fragment locally to an ICMP-lowered route MTU, so
 #                  the attack never killed that wire: NOT RUN there)
 #
-# Environment: USNIC_WIRE (test/lib.sh; ofi: black hole at 1400 bytes,
+# The per-peer "dgram=" and "max=" come from the last periodic statistics
+# line (btl_usnic_stats 1).  Environment: PATH_CASES (the case names to
+# run, default all), USNIC_WIRE (test/lib.sh; ofi: black hole at 1400 bytes,
 # since the udp provider's datagrams are 1472 + 28 at most), HOSTS_GSO
 # (default soft; the suite needs it), BH_LEN (1500 socket wire, 1400 ofi),
 # BH_AT (1.5 s), BH_FOR (3.5 s: longer than the peer timeout of 3 s

@@ -31,7 +31,11 @@
 # the default wire (btl_usnic_wire auto: the socket wire on the udp
 # provider's interfaces); then the socket wire's own cases (segmentation
 # offload refused at run time by an LD_PRELOAD shim; two hosts over veth
-# pairs that cut GSO batches in software, MTU 1500 and 9000), and the
+# pairs that cut GSO batches in software, MTU 1500 and 9000), the path
+# MTU cases across two hosts at MTU 9000 (a black hole mid-run and
+# lifted, a 1280-byte link, forged ICMP "fragmentation needed", each
+# control with btl_usnic_pmtu_discovery 0 shown to die; on the ofi wire
+# too), and the
 # MPI, thread, dead-peer, hostile-datagram, away, incast,
 # duplication/reordering, PUT, 1% loss, two-host and client suites again
 # over the libfabric wire (btl_usnic_wire ofi).
@@ -40,7 +44,7 @@
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
 # (with -Werror), installed there, and the unit, parameter, MPI
 # integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
-# duplication/reordering, incast, two-host, real-client and dgcheck (MPI,
+# duplication/reordering, incast, two-host, path MTU, real-client and dgcheck (MPI,
 # PUT, 1% loss) suites run again on it, then what else the 4.1 leg runs:
 # the MPI_THREAD_MULTIPLE stress with helgrind (the same filter: only
 # races whose first frame is in btl_usnic fail), dead peer (the kill -9
@@ -213,6 +217,8 @@ run_suite "socket wire: two hosts over veth, MTU 1500, GSO cut in software, GRO"
     env USNIC_WIRE=socket HOSTS_MTU=1500 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "socket wire: two hosts over veth, MTU 9000, GSO cut in software, GRO" \
     env USNIC_WIRE=socket HOSTS_MTU=9000 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
+run_suite "path MTU across two hosts at 9000: black hole mid-run and lifted, 1280-byte link, forged ICMP (controls: pmtu_discovery 0 dies)" \
+    bash "$ROOT/test/hosts/run-path-tests.sh"
 W="ofi wire"
 run_suite "$W: MPI integration over usnic" env USNIC_WIRE=ofi BTL=usnic,self \
     MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
@@ -227,6 +233,8 @@ run_suite "$W: PUT, one-sided, forged PUTs" env USNIC_WIRE=ofi bash "$ROOT/test/
 run_suite "$W: UDP loss 1 percent" env USNIC_WIRE=ofi LOSS_RATES=1 bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "$W: two hosts over veth, MTU 9000, GSO cut in software" \
     env USNIC_WIRE=ofi HOSTS_MTU=9000 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
+run_suite "$W: path MTU across two hosts (black hole at 1400 B mid-run and lifted, 1280-byte link, forged ICMP)" \
+    env USNIC_WIRE=ofi bash "$ROOT/test/hosts/run-path-tests.sh"
 run_suite "$W: real MPI clients" env USNIC_WIRE=ofi bash "$ROOT/test/clients/run-client-tests.sh"
 
 find_ompi5
@@ -258,6 +266,8 @@ else
         run_suite "$L5: incast" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/faults/run-incast-test.sh"
         run_suite "$L5: two hosts, two interfaces each (namespaces)" env USNIC_OMPI="$OMPI5" \
             bash "$ROOT/test/hosts/run-host-tests.sh"
+        run_suite "$L5: path MTU across two hosts (black hole, 1280-byte link, forged ICMP)" env USNIC_OMPI="$OMPI5" \
+            bash "$ROOT/test/hosts/run-path-tests.sh"
         run_suite "$L5: real MPI clients" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/clients/run-client-tests.sh"
         run_suite "$L5: over the dgcheck test provider" env USNIC_OMPI="$OMPI5" SUITES="mpi put loss" \
             bash "$ROOT/test/provider/run-provider-tests.sh"

@@ -1626,6 +1626,63 @@ static void test_tail_probe_last_ack_lost(void)
     }
 }
 
+/* A probe whose covering ACK reports no repaired hole was spurious: the
+ * peer's probe-timeout floor doubles; one that repaired a hole resets it */
+static void test_spurious_probe_raises_floor(void)
+{
+    for (int repaired = 0; repaired <= 1; ++repaired) {
+        fx_t fx;
+        opal_btl_usnic_send_seg_t *segs[8];
+        uint64_t t0;
+        opal_btl_usnic_endpoint_t *ep = tlp_setup(&fx, 2, segs, &t0);
+        ep->timer.pto_floor = 3 * FX_RTO_MIN; /* raised earlier */
+        for (int i = 0; i < 8 && 0 == fx.eng.stats.num_tail_probes; ++i) {
+            CHECK(fx_expire_next(&fx));
+        }
+        CHECK_EQ_U(fx.eng.stats.num_tail_probes, 1);
+        CHECK(ep->timer.probe_out);
+        fx_progress(&fx);
+        fx_complete_all(&fx);
+        opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 8);
+        opal_btl_usnic_probe_verdict(&fx.eng, ep, repaired);
+        CHECK(!ep->timer.probe_out);
+        CHECK_EQ_U(fx.eng.stats.num_spurious_probes, repaired ? 0 : 1);
+        CHECK_EQ_U(ep->timer.pto_floor, repaired ? 0 : 6 * FX_RTO_MIN);
+        fx_fini(&fx);
+    }
+}
+
+/* More queued behind a full window is no tail: no probe, the RTO decides */
+static void test_no_probe_while_more_is_queued(void)
+{
+    fx_t fx;
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 20000, 0);
+    p.tail_probes = 2;
+    p.rto_floor_start = FX_RTO_INITIAL;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 100);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* an RTT sample: the probe timeout is short */
+    FX_SEND_TINY(&fx, ep, 4, NULL);            /* the window is full ... */
+    opal_btl_usnic_send_frag_t *more = fx_alloc(&fx, ep, 100, OWN);
+    CHECK(0 <= fx_send(&fx, ep, more, 9));      /* ... and this one waits */
+    fx_complete_all(&fx);
+    CHECK(!opal_list_is_empty(&ep->tx.queue));
+    CHECK(fx_run_to_timeout(&fx));
+    CHECK_EQ_U(fx.eng.stats.num_tail_probes, 0);
+    CHECK_EQ_U(fx.now, 100 + ep->timer.rto); /* when the timeout would have come without probes */
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 /* Probes never delay the dead-peer verdict: a peer that answers nothing
  * is declared dead at peer_timeout after the ACK last advanced, probes
  * or not */
@@ -1650,6 +1707,7 @@ static void test_tail_probes_then_peer_timeout(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_tail_probe_last_datagram_lost), UNIT_TEST(test_tail_probe_last_ack_lost),
+          UNIT_TEST(test_spurious_probe_raises_floor), UNIT_TEST(test_no_probe_while_more_is_queued),
           UNIT_TEST(test_tail_probes_then_peer_timeout), UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
           UNIT_TEST(test_hotel_eviction_on_timeout), UNIT_TEST(test_hotel_next_deadline_over_endpoints),
           UNIT_TEST(test_timer_expiry_then_resend), UNIT_TEST(test_timer_expiry_chunk_resend),

@@ -89,21 +89,10 @@ if ! HOSTS_MTU=9000 HOSTS_GSO=soft hosts_setup 2 "$HOSTFILE" "$LOG_DIR/hosts.log
     cat "$LOG_DIR/hosts.log" >&2
     die "cannot build the hosts: $WHY"
 fi
-bh_off() { ip netns exec "$HOSTS_SW" nft delete table bridge usnp 2>/dev/null; return 0; }
-cleanup() { bh_off; hosts_destroy; }
+cleanup() { hosts_blackhole_off; hosts_destroy; }
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
-bh_on() {
-    ip netns exec "$HOSTS_SW" nft -f - <<EOF
-table bridge usnp {
-    chain pathfwd {
-        type filter hook forward priority 0; policy accept;
-        ether type ip ip protocol udp ip length > $1 counter drop
-    }
-}
-EOF
-}
 wall() { date +%s.%N; }
 fadd() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", a + b }'; }
 sleep_until() { sleep "$(awk -v t="$1" -v n="$(wall)" 'BEGIN { d = t - n; printf "%.3f", (d > 0 ? d : 0) }')"; }
@@ -125,7 +114,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         hole=1500
         [[ $wire == ofi ]] && hole=1400
         log=$LOG_DIR/$wire-$rep.log ready=$LOG_DIR/$wire-$rep.ready times=$LOG_DIR/$wire-$rep.times
-        bh_off
+        hosts_blackhole_off
         timeout -k 10 "$RUN_TIMEOUT" "${NS_HEAD[@]}" mpirun "${BASE_ARGS[@]}" --mca btl_usnic_wire "$wire" -np 2 \
             "$BUILD_DIR/path_stream" --seconds "$STREAM_SECONDS" --ready "$ready" --times "$times" \
             > "$log" 2>&1 < /dev/null &
@@ -138,10 +127,10 @@ for ((rep = 1; rep <= REPS; rep++)); do
         done
         if [[ -n $T0 ]]; then
             sleep_until "$(fadd "$T0" "$BH_AT")"
-            bh_on "$hole" >> "$LOG_DIR/nft.log" 2>&1
+            hosts_blackhole_on "$hole" >> "$LOG_DIR/nft.log" 2>&1
             T_ON=$(wall)
             sleep_until "$(fadd "$T_ON" "$BH_FOR")"
-            bh_off
+            hosts_blackhole_off
             T_OFF=$(wall)
         fi
         wait "$pid"

@@ -173,6 +173,7 @@ typedef struct {
 /* What a reassembly must deliver, built from the chunks the engine accepted */
 typedef struct {
     uint32_t frag_id, size, covered;
+    uint32_t chunk;            /* the chunk size its first chunk set */
     uint32_t last_seq;         /* highest sequence number among its chunks */
     uint8_t tag;
     uint8_t *data, *count;
@@ -362,13 +363,14 @@ static void shadow_accept(fz_frame_t *f)
     if (0 == s->frag_id) {
         s->frag_id = f->frag_id;
         s->size = f->frag_size;
+        s->chunk = chunk;
         s->tag = f->tag;
         s->last_seq = f->seq;
         s->data = (uint8_t *) malloc(s->size);
         s->count = (uint8_t *) calloc(s->size, 1);
         FZ_CHECK(NULL != s->data && NULL != s->count);
     }
-    FZ_CHECK(s->frag_id == f->frag_id && s->size == f->frag_size);
+    FZ_CHECK(s->frag_id == f->frag_id && s->size == f->frag_size && s->chunk == chunk);
     for (size_t i = 0; i < f->payload; ++i) {
         FZ_CHECK(0 == s->count[f->offset + i]++); /* every byte written once */
     }
@@ -569,7 +571,8 @@ static void check_endpoints(void)
                 continue;
             }
             FZ_CHECK(NULL != slot->buf && NULL != slot->have);
-            FZ_CHECK(slot->frag_id % S.window == i && slot->chunk_size == ep->max_chunk_payload);
+            FZ_CHECK(slot->frag_id % S.window == i && slot->chunk_size == s->chunk &&
+                     slot->chunk_size <= S.fx.eng.max_chunk_payload);
             FZ_CHECK(slot->size <= S.fx.eng.p.max_send_size);
             FZ_CHECK(slot->bytes_left > 0 && slot->bytes_left < slot->size);
             FZ_CHECK(s->frag_id == slot->frag_id && s->size == slot->size);

@@ -289,3 +289,23 @@ hosts_udp_dropped() {
         awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) }
              END { print n + 0 }'
 }
+
+# A black hole in the switch: every UDP packet longer than SIZE bytes that
+# crosses a bridge is dropped, without ICMP (nftables, bridge family,
+# forward hook).  hosts_blackhole_on SIZE / hosts_blackhole_off /
+# hosts_blackhole_dropped (packets dropped so far).
+hosts_blackhole_on() {
+    ip netns exec "$HOSTS_SW" nft -f - <<EOF
+table bridge usnp {
+    chain pathfwd {
+        type filter hook forward priority 0; policy accept;
+        ether type ip ip protocol udp ip length > $1 counter drop
+    }
+}
+EOF
+}
+hosts_blackhole_off() { ip netns exec "$HOSTS_SW" nft delete table bridge usnp 2>/dev/null; return 0; }
+hosts_blackhole_dropped() {
+    ip netns exec "$HOSTS_SW" nft list table bridge usnp 2>/dev/null |
+        awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }'
+}

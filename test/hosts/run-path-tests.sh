@@ -194,23 +194,6 @@ wait_ready() {
 }
 end_job() { wait "$JOB_PID"; RC=$?; [ "$RC" -eq 137 ] && RC=124; SECS=$(elapsed "$JOB_START"); }
 
-# the black hole: nftables in the switch's bridge, forward hook
-bh_on() {
-    ip netns exec "$HOSTS_SW" nft -f - <<EOF
-table bridge usnp {
-    chain pathfwd {
-        type filter hook forward priority 0; policy accept;
-        ether type ip ip protocol udp ip length > $1 counter drop
-    }
-}
-EOF
-}
-bh_off() { ip netns exec "$HOSTS_SW" nft delete table bridge usnp 2>/dev/null; return 0; }
-bh_dropped() {
-    ip netns exec "$HOSTS_SW" nft list table bridge usnp 2>/dev/null |
-        awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }'
-}
-
 # rank 0's final statistics toward rank 1: DGRAM, DMAX; module counters
 # STAT_<name> via stat_of NAME
 peer_sizes() {
@@ -280,22 +263,22 @@ fi
 run_blackhole() {   # NAME SECONDS LIFT(0|1) ARGS...: sets T0, T_ON, T_OFF, DROPPED
     local name=$1 secs=$2 lift=$3
     shift 3
-    bh_off
+    hosts_blackhole_off
     start_job "$name" "$secs" "$@"
     T0=0 T_ON=0 T_OFF=0 DROPPED=0
     if wait_ready; then
         sleep_until "$(fadd "$T0" "$BH_AT")"
-        bh_on "$BH_LEN" >> "$LOG_DIR/nft.log" 2>&1
+        hosts_blackhole_on "$BH_LEN" >> "$LOG_DIR/nft.log" 2>&1
         T_ON=$(wall)
         if [ "$lift" = 1 ]; then
             sleep_until "$(fadd "$T_ON" "$BH_FOR")"
-            DROPPED=$(bh_dropped)
-            bh_off
+            DROPPED=$(hosts_blackhole_dropped)
+            hosts_blackhole_off
             T_OFF=$(wall)
         fi
     fi
     end_job
-    [ "$lift" = 1 ] || { DROPPED=$(bh_dropped); bh_off; }
+    [ "$lift" = 1 ] || { DROPPED=$(hosts_blackhole_dropped); hosts_blackhole_off; }
     echo "    stream started $T0, black hole at +$(awk -v a="$T0" -v b="$T_ON" 'BEGIN { printf "%.3f", b - a }') s$([ "$T_OFF" != 0 ] && awk -v a="$T0" -v b="$T_OFF" 'BEGIN { printf ", lifted at +%.3f s", b - a }')"
 }
 

@@ -134,6 +134,8 @@ typedef struct opal_btl_usnic_component_t {
     int rto_max;                /* microseconds */
     int peer_timeout;           /* seconds; 0 = never */
     int tail_probes;            /* tail-loss probes before a timeout */
+    bool congestion_control;    /* congestion window and pacing per peer (btl_usnic_cc.c) */
+    int cc_target;              /* us of queueing delay the window aims to keep under */
     int max_resends_per_iteration;
     int ack_iteration_delay;
     int ack_delay;

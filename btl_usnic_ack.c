@@ -305,6 +305,66 @@ static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     recovery_enter(ep);
 }
 
+/* ----- the congestion window's signals (btl_usnic_cc.c) ----- */
+
+static void window_grows(opal_btl_usnic_endpoint_t *ep, uint64_t acked,
+                         uint64_t in_flight)
+{
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    opal_btl_usnic_cc_acked(&ep->cc, &path, acked, in_flight);
+}
+
+static void cc_count(opal_btl_usnic_engine_t *eng, opal_btl_usnic_cc_event_t ev)
+{
+    switch (ev) {
+    case OPAL_BTL_USNIC_CC_CUT_DELAY:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_cc_delay_cuts);
+        break;
+    case OPAL_BTL_USNIC_CC_CUT_LOSS:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_cc_loss_cuts);
+        break;
+    case OPAL_BTL_USNIC_CC_TO_LOSS_MODE:
+        OPAL_BTL_USNIC_STAT_INC(eng, num_cc_loss_mode);
+        break;
+    default:
+        break;
+    }
+}
+
+/* A loss was detected (a proven hole, duplicate ACKs) */
+static void congestion_loss(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (eng->p.cc_enabled) {
+        opal_btl_usnic_cc_path_t path;
+        opal_btl_usnic_endpoint_cc_path(ep, &path);
+        cc_count(eng, opal_btl_usnic_cc_loss(&ep->cc, &path, eng->now));
+    }
+}
+
+/* A retransmission timeout: a loss unless the peer reports it premature */
+static void congestion_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (eng->p.cc_enabled) {
+        opal_btl_usnic_cc_path_t path;
+        opal_btl_usnic_endpoint_cc_path(ep, &path);
+        cc_count(eng, opal_btl_usnic_cc_timeout(&ep->cc, &path, eng->now));
+    }
+}
+
+void opal_btl_usnic_ack_hold_taken(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, unsigned hold)
+{
+    uint64_t rtt = ep->timer.fresh_rtt;
+    ep->timer.fresh_rtt = 0;
+    if (!eng->p.cc_enabled || 0 == rtt || hold >= OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN) {
+        return;
+    }
+    uint64_t held = (uint64_t) hold * OPAL_BTL_USNIC_ACK_HOLD_UNIT;
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    cc_count(eng, opal_btl_usnic_cc_delay(&ep->cc, &path, (held < rtt) ? rtt - held : 1, eng->now));
+}
+
 void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
 {
     ep->timer.last_loss = eng->now;
@@ -415,11 +475,16 @@ static void repair_proven_holes(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
             lost[pos] = evidence_proves(&ev, seg) && seg_overdue(eng, ep, seg);
         }
     }
+    bool any = false;
     for (uint32_t pos = 0; pos < top; ++pos) {
         if (lost[pos]) {
             retransmit_now(eng, ep, seg_at(ep, pos));
             OPAL_BTL_USNIC_STAT_INC(eng, num_sack_retrans);
+            any = true;
         }
+    }
+    if (any) {
+        congestion_loss(eng, ep);
     }
 }
 
@@ -506,6 +571,7 @@ static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     }
     retransmit_now(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
+    congestion_loss(eng, ep);
 }
 
 /* A floor raised by premature timeouts halves back toward rto_floor_start
@@ -529,6 +595,7 @@ static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
                        const opal_btl_usnic_send_seg_t *seg)
 {
     if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
+        ep->timer.fresh_rtt = eng->now - seg->sent_time;
         floor_decay(eng, ep);
         ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
                                                   ep->timer.rto_floor, eng->p.rto_max);
@@ -543,6 +610,9 @@ void opal_btl_usnic_premature_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usn
     }
     ep->timer.last_timeout = 0;
     OPAL_BTL_USNIC_STAT_INC(eng, num_spurious_timeouts);
+    if (eng->p.cc_enabled) {
+        opal_btl_usnic_cc_undo(&ep->cc);
+    }
     if (0 != ep->timer.last_loss && eng->now - ep->timer.last_loss < OPAL_BTL_USNIC_LOSS_MEMORY_USEC) {
         return; /* a lossy path needs its short timeouts more than we save */
     }
@@ -593,6 +663,7 @@ static void take_credit(opal_btl_usnic_endpoint_t *ep, uint32_t credit)
 static void charge_release(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_send_seg_t *seg)
 {
     ep->tx.in_flight_charge -= (seg->charge < ep->tx.in_flight_charge) ? seg->charge : ep->tx.in_flight_charge;
+    ep->tx.in_flight_bytes -= (seg->wire_len < ep->tx.in_flight_bytes) ? seg->wire_len : ep->tx.in_flight_bytes;
     if (OPAL_BTL_USNIC_DATA_CHANNEL == seg->channel && ep->tx.data_unacked > 0) {
         --ep->tx.data_unacked;
     }
@@ -613,6 +684,7 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         return false;
     }
     ep->timer.last_heard = eng->now; /* only an ACK that passed its checks says the peer lives */
+    ep->timer.fresh_rtt = 0;
     take_credit(ep, credit);
     if (ack_seq == ep->tx.acked_seq) {
         opal_btl_usnic_check_rts(ep); /* the grant may have grown */
@@ -631,6 +703,7 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     if (NULL != newest) {
         rtt_sample(eng, ep, newest);
     }
+    uint64_t bytes_before = ep->tx.in_flight_bytes;
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; opal_btl_usnic_seq_le(s, ack_seq); ++s) {
         opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
         ep->tx.sent[s % ep->window] = NULL;
@@ -642,7 +715,11 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     ep->tx.acked_seq = ack_seq;
     if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
         ep->tx.in_flight_charge = 0;
+        ep->tx.in_flight_bytes = 0;
         ep->tx.data_unacked = 0;
+    }
+    if (eng->p.cc_enabled) {
+        window_grows(ep, bytes_before - ep->tx.in_flight_bytes, bytes_before);
     }
     ep->tx.dup_acks = 0;
     after_ack_advance(eng, ep);
@@ -665,6 +742,7 @@ void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     }
     seg->ep->timer.last_timeout = eng->now;
     OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
+    congestion_timeout(eng, seg->ep);
 }
 
 void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,

@@ -41,6 +41,15 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
 void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                      const opal_btl_usnic_sack_range_t *ranges, unsigned n);
 
+/**
+ * The hold (OPAL_BTL_USNIC_ACK_HOLD_UNIT us) of an explicit ACK from |ep|
+ * that opal_btl_usnic_handle_ack_info just took: the round trip of the
+ * newest segment it covered, less the hold, is the congestion
+ * controller's delay sample (none if that segment was sent again, or the
+ * hold is unknown).
+ */
+void opal_btl_usnic_ack_hold_taken(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, unsigned hold);
+
 /* opal_btl_usnic_handle_ack_info() for an ACK that reports an arrival and
  * grants all a credit can say (the window then limits) */
 static inline void opal_btl_usnic_handle_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,

@@ -53,10 +53,16 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->rx.prev_ack_sent = 0;
     ep->rx.last_ack_time = 0;
     ep->rx.last_grant = 0;
+    ep->rx.last_arrival = 0;
     ep->rx.charge_since_ack = 0;
     ep->rx.active_epoch = 0;
     ep->tx.peer_credit = 0;
     ep->tx.in_flight_charge = 0;
+    ep->tx.in_flight_bytes = 0;
+    ep->tx.on_pace_list = false;
+    OBJ_CONSTRUCT(&ep->tx.pace_item, opal_list_item_t);
+    ep->timer.fresh_rtt = 0;
+    memset(&ep->cc, 0, sizeof(ep->cc));
     ep->tx.data_unacked = 0;
     memset(&ep->tx.peer_charge, 0, sizeof(ep->tx.peer_charge));
     ep->window = 0;
@@ -82,6 +88,7 @@ static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
     free(ep->rx.rcvd);
     free(ep->tx.sent);
     OBJ_DESTRUCT(&ep->tx.flight_item);
+    OBJ_DESTRUCT(&ep->tx.pace_item);
     OBJ_DESTRUCT(&ep->probe_item);
     OBJ_DESTRUCT(&ep->rx.ack_item);
     OBJ_DESTRUCT(&ep->tx.rts_item);
@@ -127,6 +134,7 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     }
     ep->pair_tiny_mtu = eng->p.tiny_mtu;
     pmtu_restart(ep, eng->p.mtu);
+    opal_btl_usnic_cc_init(&ep->cc, (uint64_t) OPAL_BTL_USNIC_CC_INITIAL_SEGS * eng->p.mtu, eng->now);
     ep->tx.next_seq = local_isn;
     ep->tx.acked_seq = local_isn - 1;
     ep->tx.nonce = opal_btl_usnic_nonce_first(eng->nonce_generation++);
@@ -235,6 +243,10 @@ void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep)
         opal_list_remove_item(&eng->endpoints_probing, &ep->probe_item);
         ep->on_probe_list = false;
     }
+    if (ep->tx.on_pace_list) {
+        opal_list_remove_item(&eng->endpoints_paced, &ep->tx.pace_item);
+        ep->tx.on_pace_list = false;
+    }
 }
 
 void opal_btl_usnic_held_free_all(opal_btl_usnic_endpoint_t *ep)
@@ -273,11 +285,50 @@ bool opal_btl_usnic_endpoint_can_send(opal_btl_usnic_endpoint_t *ep)
     return opal_btl_usnic_endpoint_room_for(ep, next_datagram_len(ep, head));
 }
 
+/* |ep| has work its pacer holds back: the progress pass looks again when
+ * the pacer lets it out (opal_btl_usnic_pace_release) */
+static void pace_wait(opal_btl_usnic_endpoint_t *ep)
+{
+    opal_btl_usnic_engine_t *eng = ep->eng;
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    uint64_t when = opal_btl_usnic_cc_pace_time(&ep->cc, &path, eng->now);
+    if (when <= eng->now) {
+        return; /* the window, the grant or the sequence window holds it: an ACK opens them */
+    }
+    if (!ep->tx.on_pace_list) {
+        opal_list_append(&eng->endpoints_paced, &ep->tx.pace_item);
+        ep->tx.on_pace_list = true;
+        OPAL_BTL_USNIC_STAT_INC(eng, num_cc_paced);
+    }
+    if (when < eng->next_pace_event) {
+        eng->next_pace_event = when;
+    }
+}
+
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep)
 {
-    if (!ep->tx.on_rts_list && opal_btl_usnic_endpoint_can_send(ep)) {
+    if (ep->tx.on_rts_list) {
+        return;
+    }
+    if (opal_btl_usnic_endpoint_can_send(ep)) {
         opal_list_append(&ep->eng->endpoints_with_sends, &ep->tx.rts_item);
         ep->tx.on_rts_list = true;
+    } else if (OPAL_UNLIKELY(ep->eng->p.cc_enabled) && !ep->failed && !opal_list_is_empty(&ep->tx.queue)) {
+        pace_wait(ep);
+    }
+}
+
+void opal_btl_usnic_pace_release(opal_btl_usnic_engine_t *eng)
+{
+    eng->next_pace_event = UINT64_MAX;
+    /* those not due yet go back to the end of the list: look at each once */
+    for (size_t n = opal_list_get_size(&eng->endpoints_paced); n > 0; --n) {
+        opal_list_item_t *item = opal_list_remove_first(&eng->endpoints_paced);
+        opal_btl_usnic_endpoint_t *ep =
+            (opal_btl_usnic_endpoint_t *) ((char *) item - offsetof(opal_btl_usnic_endpoint_t, tx.pace_item));
+        ep->tx.on_pace_list = false;
+        opal_btl_usnic_check_rts(ep); /* back on the ready list, or waits again */
     }
 }
 

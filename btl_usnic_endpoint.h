@@ -13,6 +13,7 @@
 #include "opal/util/proc.h"
 
 #include "btl_usnic_auth.h"
+#include "btl_usnic_cc.h"
 #include "btl_usnic_engine_core.h"
 #include "btl_usnic_frag.h"
 #include "btl_usnic_pieces.h"
@@ -41,6 +42,7 @@ struct mca_btl_base_endpoint_t {
         uint64_t peer_credit;            /* the peer's last grant: charge (bytes, btl_usnic_charge.h)
                                             we may have un-ACKed past acked_seq */
         uint64_t in_flight_charge;       /* what our un-ACKed segments cost the peer */
+        uint64_t in_flight_bytes;        /* their datagrams' bytes (what the congestion window counts) */
         uint32_t data_unacked;           /* un-ACKed segments last posted on the data channel: while
                                             any, tiny fragments follow them there (send.c) */
         opal_btl_usnic_charge_t peer_charge; /* the peer's charge per datagram, by size (its modex) */
@@ -51,6 +53,8 @@ struct mca_btl_base_endpoint_t {
         opal_list_item_t rts_item;       /* on the engine's endpoints_with_sends */
         bool on_flight_list;
         opal_list_item_t flight_item;    /* on the engine's endpoints_in_flight */
+        bool on_pace_list;
+        opal_list_item_t pace_item;      /* on the engine's endpoints_paced */
         uint64_t nonce;                  /* of the next datagram we send it (btl_usnic_auth.h) */
         opal_btl_usnic_mac_t mac;        /* our key toward it */
     } tx;
@@ -79,7 +83,10 @@ struct mca_btl_base_endpoint_t {
         uint64_t floor_changed;          /* when rto_floor last changed */
         uint64_t last_timeout;           /* time of the last timeout retransmission; 0 = none pending judgement */
         uint64_t last_loss;              /* last time the peer reported a hole; 0 = never */
+        uint64_t fresh_rtt;              /* us: the RTT sample the ACK being taken gave (0: none) */
     } timer;
+
+    opal_btl_usnic_cc_t cc;              /* congestion window and pacing of the path (btl_usnic_cc.c) */
 
     /* rx: every sequence < next_expected was received; rcvd[s % window] is
      * set for received s in [next_expected, next_expected + window).
@@ -104,6 +111,8 @@ struct mca_btl_base_endpoint_t {
         opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
         uint64_t last_ack_time;          /* when last_ack_sent first left */
         uint64_t last_grant;             /* credit we granted with it (bytes of our charge) */
+        uint64_t last_arrival;           /* when a segment was last taken (0: never): explicit ACKs
+                                            say how long after it they left */
         uint64_t charge_since_ack;       /* what the segments accepted since an ACK last left cost us */
         uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
         uint64_t ack_due_tick;           /* send an explicit ACK at this tick ... */
@@ -197,19 +206,51 @@ static inline uint32_t opal_btl_usnic_endpoint_in_flight(const opal_btl_usnic_en
     return (uint32_t) (ep->tx.next_seq - ep->tx.acked_seq - 1);
 }
 
+/* What the congestion controller of |ep| is told about its path */
+static inline void opal_btl_usnic_endpoint_cc_path(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_cc_path_t *path)
+{
+    const opal_btl_usnic_engine_t *eng = ep->eng;
+    size_t mss = ep->max_chunk_payload + sizeof(opal_btl_usnic_chunk_hdr_t);
+    size_t batch = (eng->p.batch_segs > 1 ? eng->p.batch_segs : 1) * mss;
+    path->target = eng->p.cc_target;
+    path->srtt = ep->timer.srtt;
+    path->mss = mss;
+    path->max_window = (uint64_t) ep->window * mss;
+    path->burst = (batch > OPAL_BTL_USNIC_CC_MAX_BURST && mss < OPAL_BTL_USNIC_CC_MAX_BURST) ? OPAL_BTL_USNIC_CC_MAX_BURST
+                                                                                          : batch;
+}
+
+/* Room in |ep|'s congestion window for a datagram of |len| bytes, and its
+ * pacer lets one out now */
+static inline bool opal_btl_usnic_endpoint_cc_room(const opal_btl_usnic_endpoint_t *ep, size_t len)
+{
+    if (ep->tx.in_flight_bytes + len > ep->cc.cwnd) {
+        return false;
+    }
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    return opal_btl_usnic_cc_pace_ready(&ep->cc, &path, ep->eng->now);
+}
+
 /* Room for one more datagram of |len| bytes (header included): a sequence
  * number inside our window, and its charge at the receiver inside the
- * receiver's last grant together with what is in flight.  With nothing in
- * flight one datagram always fits: only data can draw the ACK that brings
- * a larger grant. */
+ * receiver's last grant together with what is in flight, and (congestion
+ * control on) inside the congestion window, with the pacer's leave.  With
+ * nothing in flight one datagram always fits: only data can draw the ACK
+ * that brings a larger grant or window. */
 static inline bool opal_btl_usnic_endpoint_room_for(const opal_btl_usnic_endpoint_t *ep, size_t len)
 {
     uint32_t in_flight = opal_btl_usnic_endpoint_in_flight(ep);
     if (in_flight >= ep->window) {
         return false;
     }
-    return 0 == in_flight ||
-           ep->tx.in_flight_charge + opal_btl_usnic_charge_of(&ep->tx.peer_charge, len) <= ep->tx.peer_credit;
+    if (0 == in_flight) {
+        return true;
+    }
+    if (ep->tx.in_flight_charge + opal_btl_usnic_charge_of(&ep->tx.peer_charge, len) > ep->tx.peer_credit) {
+        return false;
+    }
+    return !ep->eng->p.cc_enabled || opal_btl_usnic_endpoint_cc_room(ep, len);
 }
 
 /* Room for one more datagram of the smallest size */
@@ -241,6 +282,9 @@ void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep);
 /* The ready-to-send list (the engine's endpoints_with_sends): */
 /* Put |ep| on it if it has work, window and credits. */
 void opal_btl_usnic_check_rts(opal_btl_usnic_endpoint_t *ep);
+/* Endpoints whose pacer held them back and whose time has come go back to
+ * it (called when the clock passed the engine's next_pace_event) */
+void opal_btl_usnic_pace_release(opal_btl_usnic_engine_t *eng);
 /* Take |ep| off it (its turn has come) */
 void opal_btl_usnic_rts_remove(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
 /* Has |ep| a queued fragment whose next datagram fits its window and

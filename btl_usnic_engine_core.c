@@ -28,6 +28,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     eng->now = 0;
     eng->next_deadline = UINT64_MAX;
     eng->next_probe_event = UINT64_MAX;
+    eng->next_pace_event = UINT64_MAX;
     eng->away_next = 0;
     eng->away_interval = 0;
     eng->rx_epoch = 0;
@@ -48,6 +49,7 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->pending_callbacks, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_probing, opal_list_t);
+    OBJ_CONSTRUCT(&eng->endpoints_paced, opal_list_t);
     eng->constructed = true;
     eng->defer_callbacks = false;
     return opal_btl_usnic_frag_lists_init(&eng->pool, params->mem, params->prefix, params->mtu,
@@ -75,6 +77,9 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     while (NULL != opal_list_remove_first(&eng->endpoints_probing)) {
     }
     OBJ_DESTRUCT(&eng->endpoints_probing);
+    while (NULL != opal_list_remove_first(&eng->endpoints_paced)) {
+    }
+    OBJ_DESTRUCT(&eng->endpoints_paced);
     opal_btl_usnic_reg_table_fini(&eng->regs);
     OBJ_DESTRUCT(&eng->pending_callbacks);
     OBJ_DESTRUCT(&eng->endpoints_needing_ack);

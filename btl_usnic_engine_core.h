@@ -181,6 +181,8 @@ typedef struct opal_btl_usnic_engine_params_t {
                                      size is the smaller of both interfaces' limits, fixed */
     size_t pmtu_base;             /* datagram bytes that surely cross any path: the search starts here */
     uint64_t pmtu_reprobe;        /* us after a search ended below the limit before it starts again */
+    bool cc_enabled;              /* congestion control and pacing per peer (btl_usnic_cc.c) */
+    uint64_t cc_target;           /* us of queueing delay the congestion window aims to keep under */
     uint32_t batch_segs;          /* data segments the wire sends to one peer as one batch (one
                                      segmentation-offload send); the send progression gives each
                                      endpoint up to this many in a row.  0 or 1: no batches */
@@ -219,6 +221,8 @@ typedef struct opal_btl_usnic_engine_t {
     opal_list_t endpoints_in_flight; /* the hotel's register: endpoints with un-ACKed segments */
     opal_list_t endpoints_probing; /* endpoints whose path MTU search has a probe due or out */
     uint64_t next_probe_event;    /* the earliest time one of them needs attention (UINT64_MAX: none) */
+    opal_list_t endpoints_paced;  /* endpoints with sends their pacer holds back */
+    uint64_t next_pace_event;     /* the earliest time one of them may send (UINT64_MAX: none) */
 
     opal_btl_usnic_frag_pool_t pool; /* fragments, segments and the memory of their buffers */
     bool constructed;             /* engine_init got as far as its lists: engine_fini has work */

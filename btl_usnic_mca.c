@@ -190,6 +190,22 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "resends its batch and backs off.  A lost last datagram or last ACK of a burst then costs one "
                   "datagram per probe instead of a batch after a full timeout.  0 = no probes",
                   2, 0, 2, OPAL_INFO_LVL_5, &c->tail_probes);
+    c->congestion_control = true;
+    (void) mca_base_component_var_register(
+        c->version, "congestion_control",
+        "Congestion control per peer: a window of bytes in flight that keeps the queueing delay of the "
+        "path (round trips less the receiver's ACK hold, above the path's least round trip) under "
+        "btl_usnic_cc_target, cut at most once per round trip for delay or loss, switching to loss only "
+        "beside flows that keep the queue full; sends are paced at the window's rate in bursts of at most "
+        "one segmentation-offload batch.  The receiver's grants still apply: the smaller limit wins.  "
+        "false = send whatever the sequence window and the grants allow (the behaviour before issue 26)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->congestion_control);
+    ok &= reg_int("cc_target",
+                  "Microseconds of queueing delay the congestion window aims to keep the path under: a round "
+                  "trip longer than the path's least by more than this cuts the window.  Lower keeps queues "
+                  "shorter (small messages wait less behind bulk data) but takes scheduling noise of busy "
+                  "hosts for congestion more often",
+                  300, 10, 1000000, OPAL_INFO_LVL_5, &c->cc_target);
     ok &= reg_int("rto_max",
                   "Ceiling (microseconds) of the adaptive retransmit timeout and of its exponential back-off",
                   10000, 100, 600000000, OPAL_INFO_LVL_5, &c->rto_max);
@@ -491,6 +507,22 @@ int opal_btl_usnic_register_pvars(void)
 /* " (oldest: seq S, FRAG, tag T, flags F, 3 resends)": what a peer has
  * not ACKed first, for the per-peer statistics line; "" with nothing in
  * flight */
+/* The congestion controller of |ep|'s path: window, pacing rate, least
+ * and smoothed RTT, queueing delay, and its mode */
+static void describe_congestion(const opal_btl_usnic_endpoint_t *ep, char *buf, size_t len)
+{
+    if (!ep->eng->p.cc_enabled) {
+        snprintf(buf, len, "cc=off");
+        return;
+    }
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    snprintf(buf, len, "cwnd=%llu rate=%.0fMB/s minrtt=%lluus qdelay=%lluus%s",
+             (unsigned long long) ep->cc.cwnd, opal_btl_usnic_cc_rate(&ep->cc, &path),
+             (unsigned long long) ep->cc.base_rtt, (unsigned long long) ep->cc.qdelay_avg,
+             ep->cc.slow_start ? " slow-start" : ep->cc.loss_mode ? " loss-mode" : "");
+}
+
 static void describe_oldest(const opal_btl_usnic_endpoint_t *ep, char *buf, size_t len)
 {
     if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
@@ -525,20 +557,21 @@ void opal_btl_usnic_module_print_stats(opal_btl_usnic_module_t *module, const ch
         opal_btl_usnic_rx_state(ep, &rx);
         /* the sending side (what we wait for) and the receiving side
          * (what the peer may be waiting for from us) of this peer */
-        char oldest[96] = "", path[48] = "";
+        char oldest[96] = "", path[48] = "", cc[128] = "";
         describe_oldest(ep, oldest, sizeof(oldest));
+        describe_congestion(ep, cc, sizeof(cc));
         if (NULL != module->transport->describe_peer) {
             module->transport->describe_peer(module, ep, path, sizeof(path));
         }
         opal_output(0, "btl:usnic %s stats [%s rank %u %s] peer %s: srtt=%lluus rttvar=%lluus rto=%lluus backoff=%u "
-                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u dgram=%u max=%u probes=%u/%u/%u%s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
+                    "in_flight=%u (%llu bytes of its buffer)%s queued=%zu credit=%llu window=%u dgram=%u max=%u probes=%u/%u/%u%s %s; rx next=%u ahead=%u holes=%u held=%u slots=%u "
                     "ack_owed=%d%s",
                     when, opal_process_info.nodename, (unsigned) OPAL_PROC_MY_NAME.vpid, module->if_name,
                     opal_btl_usnic_id_str(ep->peer_id).s, (unsigned long long) ep->timer.srtt, (unsigned long long) ep->timer.rttvar,
                     (unsigned long long) ep->timer.rto, ep->timer.backoff, opal_btl_usnic_endpoint_in_flight(ep),
                     (unsigned long long) ep->tx.in_flight_charge, oldest, opal_list_get_size(&ep->tx.queue),
                     (unsigned long long) ep->tx.peer_credit, ep->window, ep->pmtu.cur, ep->pmtu.max,
-                    ep->pmtu.probes_sent, ep->pmtu.probes_acked, ep->pmtu.probes_lost, path, (unsigned) rx.next_expected,
+                    ep->pmtu.probes_sent, ep->pmtu.probes_acked, ep->pmtu.probes_lost, path, cc, (unsigned) rx.next_expected,
                     rx.ahead, rx.holes, rx.held, rx.slots, (int) ep->rx.ack_owed,
                     ep->departed ? " DEPARTED" : ep->failed ? " FAILED" : "");
     }

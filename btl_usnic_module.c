@@ -170,6 +170,8 @@ static int engine_setup(opal_btl_usnic_module_t *module)
         .rto_max = (uint64_t) c->rto_max,
         .peer_timeout = (uint64_t) c->peer_timeout * 1000000u,
         .tail_probes = (uint32_t) c->tail_probes,
+        .cc_enabled = c->congestion_control,
+        .cc_target = (uint64_t) c->cc_target,
         .rx_capacity = module->caps.rx_capacity,
         .rx_charge = module->caps.rx_charge,
         .gather_send = module->caps.gathers,

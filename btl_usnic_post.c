@@ -260,6 +260,12 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     ep->tx.sent[seq % ep->window] = seg;
     seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
     ep->tx.in_flight_charge += seg->charge;
+    ep->tx.in_flight_bytes += seg->wire_len;
+    if (eng->p.cc_enabled) {
+        opal_btl_usnic_cc_path_t path;
+        opal_btl_usnic_endpoint_cc_path(ep, &path);
+        opal_btl_usnic_cc_sent(&ep->cc, &path, seg->wire_len, eng->now);
+    }
     if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
         ++ep->tx.data_unacked;
     }
@@ -440,7 +446,7 @@ static int ack_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     opal_btl_usnic_hdr_fill(eng, &ah->hdr, OPAL_BTL_USNIC_PKT_ACK, 0, 0, 0);
     opal_btl_usnic_ack_stamp(eng, ep, &ah->hdr);
     ah->hdr.flags |= flags;
-    ah->reserved = 0;
+    ah->hold = (uint8_t) opal_btl_usnic_ack_hold(eng, ep);
     ah->probe_echo = opal_btl_usnic_wire16((uint16_t) echo);
     memset(ah->range, 0, sizeof(ah->range));
     ah->nranges = (uint8_t) opal_btl_usnic_sack_ranges_fill(ep, ah->range);

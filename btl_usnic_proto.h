@@ -96,7 +96,9 @@
  * buffer is charged (btl_usnic_charge.h, the table in its modex) instead
  * of segments, so small messages get the depth their real cost allows;
  * version 7 added path MTU probes, their echo in explicit ACKs, and
- * pieces (a datagram cut to a smaller path, reassembled by the receiver).
+ * pieces (a datagram cut to a smaller path, reassembled by the receiver);
+ * version 8 tells in each explicit ACK how long the receiver held it, so
+ * that the sender's congestion control sees the path's delay alone.
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -106,7 +108,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    7
+#define OPAL_BTL_USNIC_PROTO_VERSION    8
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \
@@ -192,10 +194,15 @@ typedef struct __attribute__((packed)) opal_btl_usnic_sack_range_t {
 typedef struct __attribute__((packed)) opal_btl_usnic_ack_hdr_t {
     opal_btl_usnic_hdr_t hdr;
     uint8_t nranges;    /* ranges in use, at most OPAL_BTL_USNIC_SACK_RANGES */
-    uint8_t reserved;
+    uint8_t hold;       /* how long the receiver held this ACK after the arrival of the last segment
+                           it took, in OPAL_BTL_USNIC_ACK_HOLD_UNIT us; OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN
+                           or above: too long to say (the sender takes no delay sample from it) */
     uint16_t probe_echo; /* bytes of the largest PROBE that made the receiver send this ACK; 0: none */
     opal_btl_usnic_sack_range_t range[OPAL_BTL_USNIC_SACK_RANGES];
 } opal_btl_usnic_ack_hdr_t;
+
+#define OPAL_BTL_USNIC_ACK_HOLD_UNIT 8u
+#define OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN 255u
 
 /* A PIECE: bytes [offset, offset + payload_len) of a sealed datagram of
  * whole_len bytes whose nonce is whole_nonce (the copy it belongs to:

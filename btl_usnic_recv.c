@@ -541,6 +541,7 @@ static void recv_datagram(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_dat
     if (OPAL_BTL_USNIC_PKT_ACK == hdr->type) {
         const opal_btl_usnic_ack_hdr_t *ah = (const opal_btl_usnic_ack_hdr_t *) dg->buf;
         if (take_ack(eng, ep, hdr)) {
+            opal_btl_usnic_ack_hold_taken(eng, ep, ah->hold);
             opal_btl_usnic_sack_ranges_take(eng, ep, ah->range, ah->nranges);
         }
         if (OPAL_UNLIKELY(0 != ah->probe_echo)) {

@@ -400,6 +400,9 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     if (!opal_list_is_empty(&eng->resend_segs)) {
         posted += opal_btl_usnic_resends_post(eng);
     }
+    if (OPAL_UNLIKELY(eng->now >= eng->next_pace_event)) {
+        opal_btl_usnic_pace_release(eng);
+    }
     if (!opal_list_is_empty(&eng->endpoints_with_sends)) {
         posted += progress_endpoint_sends(eng);
     }

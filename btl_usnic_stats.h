@@ -88,7 +88,11 @@
     X(num_pmtu_lowered,     "Times the datagram size toward a peer was lowered (black holes)") \
     X(num_pmtu_raised,      "Times the datagram size toward a peer was raised (a larger probe was echoed)") \
     X(num_pieces_sent,      "Pieces sent: datagrams larger than the path allows now, cut into several") \
-    X(num_pieces_reassembled, "Datagrams reassembled from pieces and then processed as if received whole")
+    X(num_pieces_reassembled, "Datagrams reassembled from pieces and then processed as if received whole") \
+    X(num_cc_delay_cuts, "Congestion windows cut because a round trip showed queueing delay above btl_usnic_cc_target") \
+    X(num_cc_loss_cuts, "Congestion windows cut because a loss was detected (at most once per round trip)") \
+    X(num_cc_loss_mode, "Times a peer's congestion control found a queue it does not drain (others fill it) and reacted to loss only until it drained") \
+    X(num_cc_paced, "Times a peer's sends waited for its pacing rate")
 
 typedef struct opal_btl_usnic_stats_t {
 #define OPAL_BTL_USNIC_STAT_FIELD(name, help) uint64_t name;

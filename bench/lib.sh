@@ -265,6 +265,9 @@ transport_args() {
         usnic_mmsg_nogro)
             TARGS=("${logged[@]}" "${socket1472[@]}" --mca btl_usnic_sock_gso 0 --mca btl_usnic_sock_gro 0) ;;
         usnic_ofi) TARGS=("${logged[@]}" --mca btl_usnic_wire ofi) ;;
+        # congestion control switched off: what the controller costs on a healthy path
+        usnic_nocc) TARGS=("${logged[@]}" --mca btl_usnic_congestion_control 0) ;;
+        usnic_gso_nocc) TARGS=("${logged[@]}" "${socket1472[@]}" --mca btl_usnic_congestion_control 0) ;;
         usnic_header | usnic_none)
             TARGS=("${usnic[@]}" ${TA_USNIC[@]+"${TA_USNIC[@]}"} --mca btl_usnic_protection "${1#usnic_}") ;;
         # the older plugin: for the ranks (--mca) and for mpirun's own ompi_info-like checks (TENV)

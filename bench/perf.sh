@@ -31,6 +31,9 @@
 #   usnic_header, usnic_none   the same with btl_usnic_protection header /
 #           none: the cost of each mode, as ratios to none from runs that
 #           saw the same VM state (see below)
+#   usnic_nocc, usnic_gso_nocc   usnic and usnic_gso with
+#           btl_usnic_congestion_control 0: the table pairs each with its
+#           twin (the controller's cost on a healthy path)
 #   usnic_base  usnic with an older plugin: the one in BASE_DIR (a copy of
 #           Open MPI's component directory holding it, as patterns.sh's
 #           BASELINE_PLUGIN makes); the table then gives usnic against it,
@@ -164,9 +167,9 @@ die() { echo "perf: $*" >&2; exit 1; }
 [[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
+        usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|usnic_nocc|usnic_gso_nocc|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
         usnic_base) [[ -n ${BASE_DIR:-} && -f $BASE_DIR/mca_btl_usnic.so ]] || die "usnic_base: BASE_DIR must hold mca_btl_usnic.so" ;;
-        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none usnic_base tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
+        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none usnic_nocc usnic_gso_nocc usnic_base tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
@@ -217,6 +220,8 @@ title() {
         usnic_header) echo "usnic header" ;;
         usnic_none) echo "usnic none" ;;
         usnic_base) echo "usnic before" ;;
+        usnic_nocc) echo "usnic cc off" ;;
+        usnic_gso_nocc) echo "usnic 1472 B cc off" ;;
         tcp)   echo "tcp" ;;
         rxd)   echo "udp;ofi_rxd" ;;
         vader) echo "$SHM_BTL" ;;
@@ -287,9 +292,9 @@ wire_check() {
     fi
     if [[ ${WIRE_KIND%% *} != "$want_wire" ]]; then
         WIRE_WHY="on the ${WIRE_KIND%% *} wire, expected $want_wire"
-    elif [[ $t == usnic_gso && $dg != 1472 ]]; then
+    elif [[ $t == usnic_gso* && $dg != 1472 ]]; then
         WIRE_WHY="socket wire with ${dg:-unknown}-byte datagrams, expected 1472"
-    elif [[ $t == usnic_gso && $gs -eq 0 ]]; then
+    elif [[ $t == usnic_gso* && $gs -eq 0 ]]; then
         WIRE_WHY="no segmentation offload sends (gso_sends=0, mmsg_sends=$mm)"
     fi
 }
@@ -673,6 +678,21 @@ if has usnic_base && has usnic; then
             "$(cell usnic_base "$m" "$s")" "$(PAIR_BASE=usnic_base paired ratio usnic "$m" "$s")"
     done
 fi
+
+# Congestion control on (the default) against off, paired as above: what
+# the controller costs on a healthy path (issue 26: within 3%)
+for pair in usnic:usnic_nocc usnic_gso:usnic_gso_nocc; do
+    on=${pair%%:*} off=${pair#*:}
+    has "$on" && has "$off" || continue
+    echo
+    echo "$(title "$on") with congestion control against btl_usnic_congestion_control 0, paired within a repetition and one VM state"
+    echo "(median of the paired ratios; above 1 means on is faster for bandwidth and rate, slower for latency)"
+    for row in lat:8 lat:1024 lat:16384 lat:65536 bw:65536 bw:1048576 rate:8; do
+        m=${row%%:*} s=${row#*:}
+        printf '%-18s  %-22s  %-22s  %-26s\n' "$(row_label "$m" "$s")" "$(cell "$on" "$m" "$s")" \
+            "$(cell "$off" "$m" "$s")" "$(PAIR_BASE=$off paired ratio "$on" "$m" "$s")"
+    done
+done
 
 # Datagram protection: each mode against none, paired within a repetition
 # and within one VM state

@@ -694,6 +694,7 @@ static void setup(uint8_t cfg)
     p.sd_credits[OPAL_BTL_USNIC_PRIORITY_CHANNEL] = 16;
     p.sd_credits[OPAL_BTL_USNIC_DATA_CHANNEL] = 16;
     p.rx_capacity = (cfg & 0x80) ? FZ_RX_CAPACITY : 0;
+    p.cc_enabled = true; /* the module's default: forged ACK holds and delays reach the controller */
     static opal_btl_usnic_upcalls_t up;
     up = *fx_upcalls();
     up.deliver = fz_up_deliver; /* on up through Open MPI's table */

@@ -86,7 +86,7 @@ static inline bool ack_sched_last_ack(fx_t *fx, ack_view_t *v)
                 ok = CHECK_EQ(a->range[r].len, 0) && ok;
             }
         }
-        ok = CHECK_EQ(a->reserved, 0) && CHECK_EQ(a->probe_echo, 0) && ok;
+        ok = CHECK_EQ(a->probe_echo, 0) && ok;
         return ok;
     }
     return false;

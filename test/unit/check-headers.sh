@@ -16,7 +16,7 @@ set -uo pipefail
 declare -A LAYER=(
     [btl_usnic_proto.h]=0 [btl_usnic_seq.h]=0 [btl_usnic_auth.h]=0 [btl_usnic_batch.h]=0
     [btl_usnic_stats.h]=0 [btl_usnic_slab.h]=0 [btl_usnic_reg.h]=0 [btl_usnic_charge.h]=0
-    [btl_usnic_frag.h]=1 [btl_usnic_pmtu.h]=1 [btl_usnic_pieces.h]=1
+    [btl_usnic_frag.h]=1 [btl_usnic_pmtu.h]=1 [btl_usnic_pieces.h]=1 [btl_usnic_cc.h]=1
     [btl_usnic_engine_core.h]=2
     [btl_usnic_endpoint.h]=3
     [btl_usnic_complete.h]=4 [btl_usnic_acktr.h]=4 [btl_usnic_ack.h]=4 [btl_usnic_post.h]=4
@@ -26,7 +26,7 @@ declare -A LAYER=(
 )
 # The component's other headers (module, transports, tools) sit above the
 # engine and are checked for cycles only.
-ENGINE_FILES="btl_usnic_engine_core.c btl_usnic_frag.c btl_usnic_pmtu.c btl_usnic_pieces.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c
+ENGINE_FILES="btl_usnic_engine_core.c btl_usnic_frag.c btl_usnic_cc.c btl_usnic_pmtu.c btl_usnic_pieces.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c
 btl_usnic_ack.c btl_usnic_post.c btl_usnic_put.c btl_usnic_probe.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_glue.c"
 
 bad=0

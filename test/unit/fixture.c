@@ -144,6 +144,9 @@ void fx_params_default(opal_btl_usnic_engine_params_t *p)
     p->peer_timeout = 0;
     p->rx_capacity = 0; /* unknown: no limit but the window */
     opal_btl_usnic_charge_flat(&p->rx_charge, FX_DGRAM_CHARGE);
+    p->cc_enabled = false; /* tests that count posts see the grant and the window alone; test_cc and
+                              the pair simulation switch it on */
+    p->cc_target = 300;
 }
 
 const opal_btl_usnic_wire_ops_t *fx_wire_ops(void)

@@ -671,6 +671,7 @@ static void side_init(sim_t *sim, side_t *s, int id, const sim_case_t *c)
     p.ack_iteration_delay = 4;
     p.rto_initial = SIM_RTO_INITIAL;
     p.rto_min = SIM_RTO_MIN;
+    p.cc_enabled = true; /* as the module runs by default */
     p.rto_max = SIM_RTO_MAX;
     p.peer_timeout = c->extreme ? 0 : SIM_PEER_TIMEOUT; /* 15/16 lost both ways: ACK stalls of ~1 s */
     if (c->protect) {
@@ -803,6 +804,7 @@ static uint64_t next_event(const side_t *s)
 {
     uint64_t t = opal_btl_usnic_engine_next_deadline(&s->fx.eng);
     t = min64(t, s->fx.eng.next_probe_event);
+    t = min64(t, s->fx.eng.next_pace_event);
     for (size_t i = 0; i < s->ncomp; ++i) {
         t = min64(t, s->comp[i].at);
     }
@@ -833,6 +835,11 @@ static void dump_side(const char *name, side_t *s)
             st->num_chunk_sends, st->num_resends, st->num_timeout_retrans, st->num_fast_retrans, st->num_ack_sends,
             st->num_piggy_acks, st->num_dup_acks, st->num_dup_recvs, st->num_oow_low_recvs, st->num_oow_high_recvs,
             st->num_badfrag_recvs, st->num_invalid_recvs, s->eagains);
+    fprintf(stderr, "     cc: cwnd %llu srtt %llu rto %llu base %llu qdelay %llu cuts %llu/%llu paced %llu lossmode %llu tail %llu\n",
+            (unsigned long long) s->ep->cc.cwnd, (unsigned long long) s->ep->timer.srtt, (unsigned long long) s->ep->timer.rto,
+            (unsigned long long) s->ep->cc.base_rtt, (unsigned long long) s->ep->cc.qdelay_avg,
+            (unsigned long long) st->num_cc_delay_cuts, (unsigned long long) st->num_cc_loss_cuts,
+            (unsigned long long) st->num_cc_paced, (unsigned long long) st->num_cc_loss_mode, (unsigned long long) st->num_tail_probes);
 }
 
 typedef struct sim_result_t {
@@ -900,7 +907,7 @@ static sim_result_t run_case(const sim_case_t *c)
     for (sim->iterations = 0; sim->iterations < max_iter && sim->now <= max_time; ++sim->iterations) {
         side_t *sides[2] = {&sim->a, &sim->b};
         for (int i = 0; i < 2; ++i) {
-            opal_btl_usnic_engine_set_time(&sides[i]->fx.eng, sim->now);
+            fx_set_time(&sides[i]->fx, sim->now); /* the glue (btl_send) sets the engine to the owner's clock too */
             fire_completions(sides[i], sim->now);
         }
         deliver_arrivals(&sim->ab, &sim->b, sim->now);
@@ -912,7 +919,7 @@ static sim_result_t run_case(const sim_case_t *c)
                 s->fast_pending = false;
                 (void) opal_btl_usnic_recv_fast_finish(&s->fx.eng);
             }
-            opal_btl_usnic_engine_set_time(&s->fx.eng, sim->now);
+            fx_set_time(&s->fx, sim->now);
             pml_submit(s, &rng);
             opal_btl_usnic_engine_progress(&s->fx.eng);
             if (s->nheld > 0) {
@@ -948,6 +955,9 @@ static sim_result_t run_case(const sim_case_t *c)
         next = min64(next, link_next(&sim->ba));
         next = min64(next, next_event(&sim->a));
         next = min64(next, next_event(&sim->b));
+        if (sim->now < c->run_until) {
+            next = min64(next, c->run_until); /* all done early: the case still runs until then */
+        }
         if (next > sim->now) {
             sim->now = next;
         }

@@ -33,7 +33,7 @@
 #                  2 (host 3): the port toward host 3
 #         incast4  5 ranks: ranks 0, 3 (host 1) and 1, 4 (host 2) to rank 2
 #       "iperf": an iperf3 TCP cubic flow from host 1 to host 2 runs from
-#       before the job to after it; CC_TCP_MBIT = its receiver's Mbit/s
+#       1 s before the job to its end (then interrupted); CC_TCP_MBIT = its receiver's Mbit/s
 #       over the half-second intervals that lie inside the job's timed
 #       window ("-" if none)
 #   cc_val KEY       the value of KEY= on the job's summary lines (FLOW
@@ -192,6 +192,9 @@ cc_run() {
     [ "$CC_RC" -eq 137 ] && CC_RC=124
     CC_SECS=$(awk -v a="$t0" -v b="$(_cc_wall)" 'BEGIN { printf "%.1f", b - a }')
     if [ "$with" = iperf ]; then
+        # the job is over: stop the client (SIGINT: it ends the test
+        # cleanly, and the server, started for one test, exits too)
+        kill -INT "${CC_IPERF_PIDS[1]}" 2>/dev/null
         _cc_iperf_wait
         start=$(cc_val start)
         if [ -n "$start" ]; then

@@ -31,7 +31,8 @@
 # line says whether it is registered).  Per cell the median of REPS runs;
 # the runs are interleaved (rep by rep, job by job, the three transports
 # one after the other in an order that rotates per rep), so a slow phase
-# of the shared VM hits every row.  Under the table: the issue's goals
+# of the shared VM hits every row; with REPS > 1 a second table gives the
+# min-max of every cell.  Under the tables: the issue's goals
 # for "usnic cc on", met or not, against btl/tcp's medians.
 #
 # Environment: REPS (3), CC_SECONDS (5), CC_RATE, CC_LIMIT, CC_BURST,
@@ -149,6 +150,27 @@ for row in $ROWS; do
         "$(med "$row" b_stream)" "$(med "$row" b_tcp)" "$(med "$row" b_share)" \
         "$(med "$row" i2_agg)" "$(med "$row" i2_jain)" "$(med "$row" i4_agg)" "$(med "$row" i4_jain)"
 done
+
+if [ "$REPS" -gt 1 ]; then
+    range() {
+        local v=${VALS[$1,$2]:-}
+        [ -z "$v" ] && { echo "-"; return; }
+        tr ' ' '\n' <<< "$v" | grep . | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print (lo == hi) ? lo : lo "-" hi }'
+    }
+    echo
+    echo "The same cells, min-max of the $REPS runs (the spread is this shared VM's scheduling as much as the network):"
+    echo
+    echo "| row | stream MB/s | resent % | ping-pong p50 / p99 us | beside TCP MB/s | TCP Mbit/s | share | incast 2->1 MB/s | Jain 2->1 | incast 4->1 MB/s | Jain 4->1 |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    for row in $ROWS; do
+        resent=$(range "$row" resent)
+        [ "$row" = tcp ] && resent="-"
+        printf '| %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(label "$row")" \
+            "$(range "$row" stream)" "$resent" "$(range "$row" p50)" "$(range "$row" p99)" \
+            "$(range "$row" b_stream)" "$(range "$row" b_tcp)" "$(range "$row" b_share)" \
+            "$(range "$row" i2_agg)" "$(range "$row" i2_jain)" "$(range "$row" i4_agg)" "$(range "$row" i4_jain)"
+    done
+fi
 
 # the issue's goals for usnic with the controller on, against btl/tcp
 goal() {   # TEXT CONDITION(awk, on u, t)

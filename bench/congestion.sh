@@ -38,7 +38,8 @@
 # Environment: REPS (3), CC_SECONDS (5), CC_RATE, CC_LIMIT, CC_BURST,
 # CC_DELAY, CC_TIMEOUT (test/hosts/cc_lib.sh), USNIC_WIRE (socket),
 # ROWS ("usnic_on usnic_off tcp").  Logs in bench/build/cc-logs/, one row
-# per run in bench/build/cc-runs.csv.  Exit status 0 if every run passed.
+# per run in bench/build/cc-runs.csv (with the packets the shaper's queue
+# dropped in each job).  Exit status 0 if every run passed.
 
 set -u
 set -o pipefail
@@ -78,7 +79,7 @@ echo "congestion: $(cc_describe)"
 hosts_describe
 echo "controller parameter $CC_PARAM: $(cc_param_state) in this plugin; $REPS rep(s) of ${CC_SECONDS} s per job"
 
-KEYS="stream resent p50 p99 b_stream b_tcp b_share i2_agg i2_jain i4_agg i4_jain"
+KEYS="stream resent p50 p99 b_stream b_tcp b_share i2_agg i2_jain i4_agg i4_jain pair_drops beside_drops incast2_drops incast4_drops"
 echo "rep,row,$(tr ' ' ',' <<< "$KEYS")" > "$RUNS_CSV"
 declare -A VALS       # row,key -> values
 declare -A RUN        # row,key -> this rep's value
@@ -90,10 +91,14 @@ for ((rep = 1; rep <= REPS; rep++)); do
         for ((i = 0; i < nrows; i++)); do
             row=${rows[(i + rep - 1) % nrows]}
             name=$kind-$row-$rep
+            port=2
+            [[ $kind == incast* ]] && port=3
+            d0=$(hosts_shape_stat "$port" dropped)
             case $kind in
                 beside) cc_run "$name" "$row" stream iperf ;;
                 *) cc_run "$name" "$row" "$kind" ;;
             esac
+            drops=$(( $(hosts_shape_stat "$port" dropped) - d0 ))
             if ! cc_passed || [ "$(cc_bad_msgs)" -ne 0 ]; then
                 echo "  rep $rep $kind $row: FAILED (exit $CC_RC, $(cc_bad_msgs) dead-peer message(s); ${CC_LOG#$REPO_DIR/})"
                 FAILED=$((FAILED + 1))
@@ -114,7 +119,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
                     RUN[$row,i${kind#incast}_agg]=$(cc_val MBps)
                     RUN[$row,i${kind#incast}_jain]=$(cc_val jain) ;;
             esac
-            echo "  rep $rep $kind $row: $(grep -a -E '^(AGG|PINGPONG|USNIC) ' "$CC_LOG" | tr '\n' ' ')$([ "$kind" = beside ] && echo "TCP ${CC_TCP_MBIT} Mbit/s")"
+            RUN[$row,${kind}_drops]=$drops
+            echo "  rep $rep $kind $row: $(grep -a -E '^(AGG|PINGPONG|USNIC) ' "$CC_LOG" | tr '\n' ' ')$([ "$kind" = beside ] && echo "TCP ${CC_TCP_MBIT} Mbit/s ")queue drops $drops"
         done
     done
     for row in $ROWS; do

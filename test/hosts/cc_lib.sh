@@ -45,7 +45,7 @@
 #   cc_iperf_alone SECONDS LOG   iperf3 alone host 1 -> host 2: CC_TCP_MBIT
 #
 # Environment: CC_RATE, CC_LIMIT, CC_BURST, CC_DELAY, CC_SECONDS (5: the
-# timed part of each job), CC_TIMEOUT (90 s per job), CC_PARAM
+# timed part of each job), CC_TIMEOUT (40 s per job: a job takes 6-8 s), CC_PARAM
 # (btl_usnic_congestion_control).  OMPI_MCA_mca_base_component_path (a
 # private build's component directory) reaches the ranks: ns-agent.sh
 # inherits mpirun's environment.
@@ -55,7 +55,7 @@ CC_LIMIT=${CC_LIMIT:-100kb}
 CC_BURST=${CC_BURST:-32kb}
 CC_DELAY=${CC_DELAY:-0}
 CC_SECONDS=${CC_SECONDS:-5}
-CC_TIMEOUT=${CC_TIMEOUT:-90}
+CC_TIMEOUT=${CC_TIMEOUT:-40}
 CC_PARAM=${CC_PARAM:-btl_usnic_congestion_control}
 CC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CC_IPERF_PORT=5201

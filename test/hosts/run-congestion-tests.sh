@@ -60,7 +60,8 @@
 #
 # Environment: CC_SECONDS (5: timed part of each job), CC_RATE, CC_LIMIT,
 # CC_BURST, CC_DELAY (cc_lib.sh), STREAM_MIN, INCAST_MIN, RESENT_MAX,
-# JAIN_MIN, PP_P99_MAX, SHARE_MIN, SHARE_MAX, CC_TIMEOUT (90 s per job),
+# JAIN_MIN, PP_P99_MAX, SHARE_MIN, SHARE_MAX, CC_TIMEOUT (40 s per job;
+# a job takes 6-8 s, so even 8 timed-out jobs stay near 6 min),
 # CC_CASES (default "bottleneck stream beside-tcp incast2 incast4";
 # pingpong comes with stream), CC_BUILD_DIR, USNIC_WIRE (default socket).
 # Output: ok/FAIL/NOT RUN lines, one line of figures per job, and

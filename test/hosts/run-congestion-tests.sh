@@ -29,8 +29,9 @@
 #   beside-tcp     the stream alone (2 ranks) beside an iperf3 TCP cubic
 #                  flow through the same port, usnic and btl/tcp: PASS,
 #                  and usnic's share (its Mbit/s over TCP's, over the
-#                  stream's timed window) within SHARE_MIN..SHARE_MAX
-#                  (0.25..4) x btl/tcp's share in the same setting
+#                  stream's timed window) at least SHARE_MIN (0.25: not
+#                  starved) and at most SHARE_MAX (4), or SHARE_REL (2) x
+#                  btl/tcp's share in the same setting when that is more
 #   incast2, incast4   2 and 4 senders (hosts 1 and 2) to one receiver on
 #                  host 3, usnic and btl/tcp: PASS, no dead-peer message,
 #                  usnic aggregate >= INCAST_MIN (0.6) x btl/tcp's, Jain's
@@ -44,23 +45,25 @@
 # link (btl/tcp alone moved 60-110 MB/s between runs a minute apart in the
 # measurements behind this suite, usnic likewise), so a bound at 0.9 would
 # fail on noise about as often as on a real loss; 0.6 still fails a
-# transport that collapses under drops (HEAD's stream: about 0.6 of
-# btl/tcp, issue 26).  5 % resent is five times the issue's goal and
+# transport that collapses under drops (HEAD's stream: 0.6 of btl/tcp
+# in issue 26, 0.31-0.42 in this suite's runs).  5 % resent is five times the issue's goal and
 # still fails a retransmission storm.  Jain 0.8: with 2 senders that is a
 # 1 : 2.3 split, with 4 one sender at a small fraction of the rest;
 # descheduled senders alone skew a 5 s run by a few tens of percent.  The
 # ping-pong's p99 on this VM is mostly scheduling (milliseconds, issue
 # 26 measured 4 ms for btl/tcp): 4 x btl/tcp's catches queueing delay an
 # order above it.  The share: beside iperf3 even btl/tcp's stream
-# took up to 4.7 x TCP's rate (busy-polling ranks take the CPU iperf3
-# needs to react), so the issue's absolute 0.5..2 is set against the
-# reference instead: usnic's share within a factor of 4 of btl/tcp's, in
-# the same run, fails a usnic that starves TCP or starves beside it.
+# took 4.2-7.0 x TCP's rate (busy-polling ranks take the CPU iperf3
+# needs to react), so the issue's 0.5..2 becomes 0.25..4, and the upper
+# bound follows the reference (2 x btl/tcp's share) when the VM pushes
+# that above 4.  Not a bound relative to btl/tcp's share alone: that
+# would fail a usnic that is fair to TCP (the ofi wire on HEAD: share
+# 0.83 against btl/tcp's 5.3).
 # The strict goals are bench/congestion.sh's table.
 #
 # Environment: CC_SECONDS (5: timed part of each job), CC_RATE, CC_LIMIT,
 # CC_BURST, CC_DELAY (cc_lib.sh), STREAM_MIN, INCAST_MIN, RESENT_MAX,
-# JAIN_MIN, PP_P99_MAX, SHARE_MIN, SHARE_MAX, CC_TIMEOUT (40 s per job;
+# JAIN_MIN, PP_P99_MAX, SHARE_MIN, SHARE_MAX, SHARE_REL, CC_TIMEOUT (40 s per job;
 # a job takes 6-8 s, so even 8 timed-out jobs stay near 6 min),
 # CC_CASES (default "bottleneck stream beside-tcp incast2 incast4";
 # pingpong comes with stream), CC_BUILD_DIR, USNIC_WIRE (default socket).
@@ -79,6 +82,7 @@ JAIN_MIN=${JAIN_MIN:-0.8}
 PP_P99_MAX=${PP_P99_MAX:-4}
 SHARE_MIN=${SHARE_MIN:-0.25}
 SHARE_MAX=${SHARE_MAX:-4}
+SHARE_REL=${SHARE_REL:-2}
 CASES=${CC_CASES:-"bottleneck stream beside-tcp incast2 incast4"}
 # shellcheck source=../lib.sh
 . "$SCRIPT_DIR/../lib.sh"
@@ -231,20 +235,22 @@ fi
 if want beside-tcp; then
     run_job beside-usnic usnic_on stream iperf
     run_job beside-tcp tcp stream iperf
-    name="beside-tcp (the stream beside iperf3 TCP cubic through the same port; usnic's share of TCP's rate within $SHARE_MIN..$SHARE_MAX x btl/tcp's share)"
     u=${R[beside-usnic,MBps]} tm=${R[beside-usnic,tcp]}
     share=$(ratio "$(mul "${u:-0}" 8)" "$tm")
     tshare=$(ratio "$(mul "${R[beside-tcp,MBps]:-0}" 8)" "${R[beside-tcp,tcp]}")
-    rel=$(ratio "$share" "$tshare")
-    figs="usnic $u MB/s beside TCP $tm Mbit/s: share $share; btl/tcp's stream ${R[beside-tcp,MBps]} MB/s beside TCP ${R[beside-tcp,tcp]} Mbit/s: share $tshare; usnic's share / btl/tcp's $rel"
+    # the upper bound: SHARE_MAX, or SHARE_REL x btl/tcp's own share when
+    # the VM's CPU contention pushes even that above it
+    upper=$(awk -v a="$SHARE_MAX" -v r="$SHARE_REL" -v t="$tshare" 'BEGIN { u = (t != "-" && r * t > a) ? r * t : a; printf "%.2f", u }')
+    name="beside-tcp (the stream beside iperf3 TCP cubic through the same port; usnic's share of TCP's rate >= $SHARE_MIN and <= max($SHARE_MAX, $SHARE_REL x btl/tcp's share))"
+    figs="usnic $u MB/s beside TCP $tm Mbit/s: share $share; btl/tcp's stream ${R[beside-tcp,MBps]} MB/s beside TCP ${R[beside-tcp,tcp]} Mbit/s: share $tshare"
     if ! job_sane beside-usnic || ! job_sane beside-tcp; then
         fail "$name" "$WHYNOT" "$LOG_DIR/$( [ "${R[beside-usnic,ok]}" = 1 ] && echo beside-tcp || echo beside-usnic).log"
-    elif [ "$rel" = "-" ]; then
+    elif [ "$share" = "-" ] || [ "$tshare" = "-" ]; then
         fail "$name" "no iperf3 figure inside a stream's window ($figs)" "$LOG_DIR/beside-usnic.log.iperf"
-    elif ! ge "$rel" "$SHARE_MIN" || ! ge "$SHARE_MAX" "$rel"; then
-        fail "$name" "$figs (bound $SHARE_MIN..$SHARE_MAX)"
+    elif ! ge "$share" "$SHARE_MIN" || ! ge "$upper" "$share"; then
+        fail "$name" "$figs (bounds $SHARE_MIN..$upper)"
     else
-        ok "$name: $figs"
+        ok "$name: $figs (bounds $SHARE_MIN..$upper)"
     fi
 fi
 

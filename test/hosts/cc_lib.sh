@@ -97,7 +97,11 @@ cc_hosts_up() {
     fi
     ns_argv "$HOSTS_HEAD"
     CC_NS_HEAD=("${NS_ARGV[@]}")
-    CC_BASE=(--allow-run-as-root --map-by node --bind-to none ${OVERSUBSCRIBE[@]+"${OVERSUBSCRIBE[@]}"}
+    # 2 slots a host: 4 ranks on two hosts, 5 on three, so no oversubscribe
+    # option (5.0's is a --map-by modifier, which would clash with
+    # --map-by node); the VM's 2 cores are oversubscribed all the same,
+    # hence --bind-to none
+    CC_BASE=(--allow-run-as-root --map-by node --bind-to none
              $(rsh_agent_args "$CC_DIR/ns-agent.sh") $(oob_net_args "$HOSTS_NET1.0/24"))
 }
 

@@ -46,7 +46,8 @@
 #
 # Environment: CC_RATE, CC_LIMIT, CC_BURST, CC_DELAY, CC_SECONDS (5: the
 # timed part of each job), CC_TIMEOUT (40 s per job: a job takes 6-8 s), CC_PARAM
-# (btl_usnic_congestion_control).  OMPI_MCA_mca_base_component_path (a
+# (btl_usnic_congestion_control), CC_MPIRUN_EXTRA (more mpirun words for
+# every job, e.g. "--mca mpi_yield_when_idle 1").  OMPI_MCA_mca_base_component_path (a
 # private build's component directory) reaches the ranks: ns-agent.sh
 # inherits mpirun's environment.
 
@@ -188,9 +189,10 @@ cc_run() {
     fi
     t0=$(_cc_wall)
     {
-        echo "+ mpirun ${CC_BASE[*]} --hostfile $CC_HF -np $CC_NP ${CC_TARGS[*]} $CC_BIN ${CC_PARGS[*]} --seconds $CC_SECONDS"
+        echo "+ mpirun ${CC_BASE[*]} --hostfile $CC_HF -np $CC_NP ${CC_TARGS[*]} ${CC_MPIRUN_EXTRA:-} $CC_BIN ${CC_PARGS[*]} --seconds $CC_SECONDS"
+        # shellcheck disable=SC2086 # CC_MPIRUN_EXTRA: words on purpose
         timeout -k 10 "$CC_TIMEOUT" "${CC_NS_HEAD[@]}" mpirun "${CC_BASE[@]}" --hostfile "$CC_HF" -np "$CC_NP" \
-            "${CC_TARGS[@]}" "$CC_BIN" "${CC_PARGS[@]}" --seconds "$CC_SECONDS"
+            "${CC_TARGS[@]}" ${CC_MPIRUN_EXTRA:-} "$CC_BIN" "${CC_PARGS[@]}" --seconds "$CC_SECONDS"
     } > "$CC_LOG" 2>&1 < /dev/null
     CC_RC=$?
     [ "$CC_RC" -eq 137 ] && CC_RC=124

@@ -35,7 +35,11 @@
 # MTU cases across two hosts at MTU 9000 (a black hole mid-run and
 # lifted, a 1280-byte link, forged ICMP "fragmentation needed", each
 # control with btl_usnic_pmtu_discovery 0 shown to die; on the ofi wire
-# too), and the
+# too), the congestion cases on the socket wire (three hosts, the
+# switch's ports toward the receivers shaped to 1 Gbit/s with a 100 KB
+# drop-tail queue: a stream beside a ping-pong, beside iperf3 TCP cubic,
+# incast 2 and 4 to 1, usnic against btl/tcp in the same run, with a
+# control that the bottleneck drops), and the
 # MPI, thread, dead-peer, hostile-datagram, away, incast,
 # duplication/reordering, PUT, 1% loss, two-host and client suites again
 # over the libfabric wire (btl_usnic_wire ofi).
@@ -219,6 +223,8 @@ run_suite "socket wire: two hosts over veth, MTU 9000, GSO cut in software, GRO"
     env USNIC_WIRE=socket HOSTS_MTU=9000 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "path MTU across two hosts at 9000: black hole mid-run and lifted, 1280-byte link, forged ICMP (controls: pmtu_discovery 0 dies)" \
     bash "$ROOT/test/hosts/run-path-tests.sh"
+run_suite "socket wire: congestion across a 1 Gbit/s bottleneck with a 100 KB drop-tail queue (stream, ping-pong, beside TCP cubic, incast 2 and 4 to 1; usnic vs btl/tcp in the same run)" \
+    env USNIC_WIRE=socket bash "$ROOT/test/hosts/run-congestion-tests.sh"
 W="ofi wire"
 run_suite "$W: MPI integration over usnic" env USNIC_WIRE=ofi BTL=usnic,self \
     MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"

@@ -309,3 +309,63 @@ hosts_blackhole_dropped() {
     ip netns exec "$HOSTS_SW" nft list table bridge usnp 2>/dev/null |
         awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }'
 }
+
+# A bottleneck in the switch (issue 26): the switch's port toward host I
+# on br1 (h<I>p1, the veth end in the -sw namespace; its egress is what
+# host I receives on veth1) shaped by a token bucket at RATE with a
+# drop-tail queue of LIMIT bytes, and with DELAY (netem) of base delay in
+# front of it:
+#   hosts_shape I RATE LIMIT [DELAY] [BURST]
+#     e.g. hosts_shape 2 1gbit 100kb 1ms        (BURST default 32kb)
+#   DELAY empty or 0: tbf alone as the root qdisc; else netem (delay
+#   DELAY, a queue of 100000 packets, never the one that drops) as the
+#   root and the tbf as its child, so a packet waits DELAY and then
+#   queues behind the token bucket.  The tbf cuts a GSO packet longer
+#   than BURST into segments before queueing them, so TCP's 64 KB
+#   packets meet the same packet-sized queue as the usnic datagrams.
+#   DELAY needs the kernel's sch_netem (hosts_have_netem says whether
+#   it is there; this VM's 6.18 kernel has tbf, htb, pfifo and bfifo
+#   only): without it hosts_shape with a DELAY fails and does nothing.
+#   hosts_unshape I           removes it
+#   hosts_shape_stat I NAME   the tbf's counter NAME: dropped (the
+#                             drop-tail queue was full), overlimits
+#                             (packets that had to wait for tokens),
+#                             sent (packets), requeues
+#   hosts_shape_show I        tc -s qdisc of the port (for the logs)
+hosts_shape() {
+    local port=h${1}p1 rate=$2 limit=$3 delay=${4:-0} burst=${5:-32kb}
+    [ -n "$HOSTS_SW" ] || { echo "hosts_shape: no hosts" >&2; return 1; }
+    ip netns exec "$HOSTS_SW" tc qdisc del dev "$port" root 2>/dev/null
+    if [ "$delay" = 0 ]; then
+        ip netns exec "$HOSTS_SW" tc qdisc add dev "$port" root handle 10: \
+            tbf rate "$rate" burst "$burst" limit "$limit" || return 1
+    else
+        ip netns exec "$HOSTS_SW" tc qdisc add dev "$port" root handle 1: \
+            netem delay "$delay" limit 100000 || return 1
+        ip netns exec "$HOSTS_SW" tc qdisc add dev "$port" parent 1:1 handle 10: \
+            tbf rate "$rate" burst "$burst" limit "$limit" || return 1
+    fi
+}
+hosts_have_netem() {
+    local ok=1
+    ip netns exec "$HOSTS_SW" tc qdisc add dev hd1 root handle 7: netem delay 1ms > /dev/null 2>&1 && ok=0
+    ip netns exec "$HOSTS_SW" tc qdisc del dev hd1 root > /dev/null 2>&1
+    return $ok
+}
+hosts_unshape() {
+    ip netns exec "$HOSTS_SW" tc qdisc del dev "h${1}p1" root 2>/dev/null
+    return 0
+}
+hosts_shape_show() { ip netns exec "$HOSTS_SW" tc -s qdisc show dev "h${1}p1"; }
+hosts_shape_stat() {
+    hosts_shape_show "$1" | awk -v want="$2" '
+        /^qdisc / { kind = $2 }
+        kind == "tbf" && / Sent [0-9]+ bytes [0-9]+ pkt/ {
+            for (i = 1; i < NF; i++) {
+                k = $i; v = $(i + 1); gsub(/[(),]/, "", k); gsub(/[(),]/, "", v)
+                if (k == "pkt" && want == "sent") n += $(i - 1)
+                if (k == want) n += v
+            }
+        }
+        END { print n + 0 }'
+}

@@ -359,10 +359,13 @@ void opal_btl_usnic_ack_hold_taken(opal_btl_usnic_engine_t *eng, opal_btl_usnic_
     if (!eng->p.cc_enabled || 0 == rtt || hold >= OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN) {
         return;
     }
-    uint64_t held = (uint64_t) hold * OPAL_BTL_USNIC_ACK_HOLD_UNIT;
+    uint64_t held = opal_btl_usnic_ack_hold_decode((uint8_t) hold);
+    if (held >= OPAL_BTL_USNIC_CC_MAX_HOLD_USEC || held >= rtt) {
+        return; /* the receiver was away: what is left is mostly the error of two clocks */
+    }
     opal_btl_usnic_cc_path_t path;
     opal_btl_usnic_endpoint_cc_path(ep, &path);
-    cc_count(eng, opal_btl_usnic_cc_delay(&ep->cc, &path, (held < rtt) ? rtt - held : 1, eng->now));
+    cc_count(eng, opal_btl_usnic_cc_delay(&ep->cc, &path, rtt - held, eng->now));
 }
 
 void opal_btl_usnic_loss_reported(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -595,7 +598,10 @@ static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
                        const opal_btl_usnic_send_seg_t *seg)
 {
     if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
-        ep->timer.fresh_rtt = eng->now - seg->sent_time;
+        /* the congestion control's sample ends when the ACK reached the host,
+         * the timer's when we read it */
+        uint64_t at = (0 != eng->arrival) ? eng->arrival : eng->now;
+        ep->timer.fresh_rtt = (at > seg->sent_time) ? at - seg->sent_time : 0;
         floor_decay(eng, ep);
         ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
                                                   ep->timer.rto_floor, eng->p.rto_max);

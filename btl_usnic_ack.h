@@ -42,7 +42,7 @@ void opal_btl_usnic_sack_ranges_take(opal_btl_usnic_engine_t *eng, opal_btl_usni
                                      const opal_btl_usnic_sack_range_t *ranges, unsigned n);
 
 /**
- * The hold (OPAL_BTL_USNIC_ACK_HOLD_UNIT us) of an explicit ACK from |ep|
+ * The hold (opal_btl_usnic_ack_hold_encode) of an explicit ACK from |ep|
  * that opal_btl_usnic_handle_ack_info just took: the round trip of the
  * newest segment it covered, less the hold, is the congestion
  * controller's delay sample (none if that segment was sent again, or the

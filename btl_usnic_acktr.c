@@ -168,7 +168,6 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
         ep->rx.ack_due_time = due_time;
     }
     ep->rx.ack_owed = true;
-    ep->rx.last_arrival = eng->now;
     ack_list_add(eng, ep);
 }
 
@@ -177,8 +176,7 @@ unsigned opal_btl_usnic_ack_hold(const opal_btl_usnic_engine_t *eng, const opal_
     if (0 == ep->rx.last_arrival || eng->now < ep->rx.last_arrival) {
         return OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN;
     }
-    uint64_t units = (eng->now - ep->rx.last_arrival) / OPAL_BTL_USNIC_ACK_HOLD_UNIT;
-    return (units < OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN) ? (unsigned) units : OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN;
+    return opal_btl_usnic_ack_hold_encode(eng->now - ep->rx.last_arrival);
 }
 
 void opal_btl_usnic_ack_sent(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t value)

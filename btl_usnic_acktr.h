@@ -56,8 +56,8 @@ static inline opal_btl_usnic_seq_t opal_btl_usnic_ack_value(const opal_btl_usnic
     return ep->rx.next_expected - 1;
 }
 
-/* How long (OPAL_BTL_USNIC_ACK_HOLD_UNIT us) an explicit ACK leaving now
- * was held after |ep|'s last segment arrived; OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN
+/* How long an explicit ACK leaving now was held after |ep|'s last segment
+ * arrived (opal_btl_usnic_ack_hold_encode); OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN
  * if too long to say or nothing arrived */
 unsigned opal_btl_usnic_ack_hold(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep);
 

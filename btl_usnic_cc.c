@@ -57,10 +57,10 @@
  * whatever it does, and a delay controller shrinks to nothing (known
  * since TCP Vegas).  Like Copa (NSDI'18), the controller watches each
  * round trip's least queueing delay: a queue of our own drains when we
- * cut; if it stayed above the target for 8 round trips in a row while our
+ * cut; if it stayed above the target for 4 round trips in a row while our
  * cuts at least halved the window, others fill it, and the controller
- * switches to loss mode (AIMD on losses only) until a round trip shows
- * the queue below half the target again.
+ * switches to loss mode (AIMD on losses only) until two round trips in a
+ * row show the queue below half the target.
  *
  * Pacing.  A token bucket fills at gain * window / RTT (gain 2 in slow
  * start, 1.25 after, as BBR and Linux's fq pacing do; the RTT is srtt but
@@ -144,12 +144,13 @@ static opal_btl_usnic_cc_event_t round_end(opal_btl_usnic_cc_t *cc, const opal_b
     } else {
         cc->queued_rounds = 0;
     }
+    cc->drained_rounds = (cc->round_min_qdelay < path->target / 2) ? cc->drained_rounds + 1 : 0;
     if (!cc->loss_mode && cc->queued_rounds >= OPAL_BTL_USNIC_CC_QUEUED_ROUNDS && 2 * cc->cwnd <= cc->queue_cwnd) {
         cc->loss_mode = true;
         cc->slow_start = false;
         return OPAL_BTL_USNIC_CC_TO_LOSS_MODE;
     }
-    if (cc->loss_mode && cc->round_min_qdelay < path->target / 2) {
+    if (cc->loss_mode && cc->drained_rounds >= OPAL_BTL_USNIC_CC_DRAINED_ROUNDS) {
         cc->loss_mode = false;
         cc->queued_rounds = 0;
         return OPAL_BTL_USNIC_CC_TO_DELAY_MODE;

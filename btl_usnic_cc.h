@@ -17,14 +17,21 @@
 /* Datagrams of the path's size a new path may have in flight */
 #define OPAL_BTL_USNIC_CC_INITIAL_SEGS 10
 /* The window never goes below this many of the path's datagrams */
-#define OPAL_BTL_USNIC_CC_MIN_SEGS 2
+#define OPAL_BTL_USNIC_CC_MIN_SEGS 4
 /* Round trips in a row whose least queueing delay stayed above the
  * target, while cuts halved the window at least, before the controller
  * concludes that others fill the queue */
-#define OPAL_BTL_USNIC_CC_QUEUED_ROUNDS 8
+#define OPAL_BTL_USNIC_CC_QUEUED_ROUNDS 4
 /* The most a burst may hold (bytes): what one segmentation-offload send
  * carries; a path whose datagram is larger sends one at a time */
 #define OPAL_BTL_USNIC_CC_MAX_BURST 65536
+/* Explicit ACKs held this long (us) or longer give no delay sample: their
+ * receiver was away, and the sample's error (two clocks, the hold's
+ * coarser steps) would be as large as the path's delay */
+#define OPAL_BTL_USNIC_CC_MAX_HOLD_USEC 512
+/* Round trips in a row with the queue below half the target before the
+ * controller leaves loss mode (one would follow each of a TCP flow's cuts) */
+#define OPAL_BTL_USNIC_CC_DRAINED_ROUNDS 2
 /* How long a minimum RTT stands (us) before newer samples replace it */
 #define OPAL_BTL_USNIC_CC_BASE_EPOCH_USEC 10000000ull
 
@@ -56,6 +63,7 @@ typedef struct opal_btl_usnic_cc_t {
     uint64_t round_start;       /* the current round trip of the queue watch began here */
     uint64_t round_min_qdelay;  /* least queueing delay seen in it (UINT64_MAX: no sample) */
     unsigned queued_rounds;     /* rounds in a row whose least queueing delay stayed above the target */
+    unsigned drained_rounds;    /* rounds in a row whose least queueing delay fell below target / 2 */
     uint64_t round_cwnd;        /* the window when the current round began */
     uint64_t queue_cwnd;        /* the window when the first of those rounds began */
     double tokens;              /* pacing: bytes that may leave now (negative: owed) */

@@ -233,6 +233,8 @@ typedef struct opal_btl_usnic_engine_t {
     /* The fast receive path's state (btl_usnic_recv.c), one for every wire */
     opal_btl_usnic_endpoint_t *fast_deferred; /* whose datagram it took: bookkeeping owed */
     bool fast_in_upcall;          /* a datagram it took is with the PML right now */
+    uint64_t arrival;             /* us: when the datagram being processed reached the host (its
+                                     wire's timestamp, else now); 0 outside a datagram */
 
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;

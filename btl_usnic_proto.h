@@ -194,15 +194,31 @@ typedef struct __attribute__((packed)) opal_btl_usnic_sack_range_t {
 typedef struct __attribute__((packed)) opal_btl_usnic_ack_hdr_t {
     opal_btl_usnic_hdr_t hdr;
     uint8_t nranges;    /* ranges in use, at most OPAL_BTL_USNIC_SACK_RANGES */
-    uint8_t hold;       /* how long the receiver held this ACK after the arrival of the last segment
-                           it took, in OPAL_BTL_USNIC_ACK_HOLD_UNIT us; OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN
-                           or above: too long to say (the sender takes no delay sample from it) */
+    uint8_t hold;       /* how long the receiver held this ACK after the last segment it took reached
+                           its host (opal_btl_usnic_ack_hold_encode); OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN:
+                           too long to say (the sender takes no delay sample from it) */
     uint16_t probe_echo; /* bytes of the largest PROBE that made the receiver send this ACK; 0: none */
     opal_btl_usnic_sack_range_t range[OPAL_BTL_USNIC_SACK_RANGES];
 } opal_btl_usnic_ack_hdr_t;
 
-#define OPAL_BTL_USNIC_ACK_HOLD_UNIT 8u
+/* The ACK's hold in one byte: 0..127 in 4 us steps (0..508 us), 128..254
+ * in 32 us steps from 512 us (..4576 us), 255 unknown.  Decoding gives
+ * the step's lower end: a hold is never taken for longer than it was. */
 #define OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN 255u
+
+static inline uint8_t opal_btl_usnic_ack_hold_encode(uint64_t usec)
+{
+    if (usec < 512) {
+        return (uint8_t) (usec / 4);
+    }
+    uint64_t code = 128 + (usec - 512) / 32;
+    return (uint8_t) (code < OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN ? code : OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
+}
+
+static inline uint64_t opal_btl_usnic_ack_hold_decode(uint8_t code)
+{
+    return (code < 128) ? (uint64_t) code * 4 : 512 + (uint64_t) (code - 128) * 32;
+}
 
 /* A PIECE: bytes [offset, offset + payload_len) of a sealed datagram of
  * whole_len bytes whose nonce is whole_nonce (the copy it belongs to:

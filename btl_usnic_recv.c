@@ -485,6 +485,7 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         return false;
     }
     ep->rx.charge_since_ack += opal_btl_usnic_charge_of(&eng->p.rx_charge, datagram_len(hdr));
+    ep->rx.last_arrival = (0 != eng->arrival) ? eng->arrival : eng->now; /* explicit ACKs say how long after */
     deliver_held(eng, ep); /* it may have filled the hole fragments waited for */
     *ack_urgent_p = out_of_order || 0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON);
     return true;
@@ -519,10 +520,18 @@ static void recv_piece(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     recv_datagram(eng, &inner);
 }
 
+/* When |dg| reached the host: the wire's timestamp if it has a sane one */
+static uint64_t arrival_of(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
+{
+    return (0 != dg->arrival && dg->arrival <= eng->now) ? dg->arrival : eng->now;
+}
+
 void opal_btl_usnic_recv_segment(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
 {
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);
+    eng->arrival = arrival_of(eng, dg);
     recv_datagram(eng, dg);
+    eng->arrival = 0;
 }
 
 /* One datagram, received whole or reassembled from pieces (counted once,
@@ -616,7 +625,9 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, con
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_recvs);
     bool ack_urgent = false;
     eng->fast_in_upcall = true;
+    eng->arrival = arrival_of(eng, dg);
     bool accepted = segment_accept(eng, ep, hdr, seq, &ack_urgent);
+    eng->arrival = 0;
     eng->fast_in_upcall = false;
     assert(accepted);
     (void) accepted;

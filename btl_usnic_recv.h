@@ -31,12 +31,16 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
 /* A datagram as a wire hands it up: |len| bytes at |buf| (provider
  * prefix skipped) that arrived on |channel| from |src| (the wire's address
  * form, as in ep->peer_addr; compared with the claimed sender's where
- * params.check_source says the wire reports sources) */
+ * params.check_source says the wire reports sources) at |arrival|
+ * (delay samples of the congestion control leave out the time a
+ * descheduled process took to read it) */
 typedef struct opal_btl_usnic_datagram_t {
     void *buf;
     size_t len;
     int channel;
     uint64_t src;
+    uint64_t arrival;   /* us on the engine's clock: when the host received it (the kernel's
+                           timestamp), before any wait for the process; 0 = unknown (now) */
 } opal_btl_usnic_datagram_t;
 
 /* A datagram the wire drops before it can hand it up (OPAL_BTL_USNIC_DROP_*

@@ -481,6 +481,8 @@ static int poll_channel(opal_btl_usnic_module_t *module, int c)
     for (int pass = 0; pass < OPAL_BTL_USNIC_CQ_READS_PER_PASS; ++pass) {
         ssize_t n = cq_read(module, chan, comps, srcs, OPAL_BTL_USNIC_CQ_BATCH);
         if (n > 0) {
+            /* arrival times (ACK holds, btl_usnic_cc.c) within a long pass */
+            opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
             for (ssize_t i = 0; i < n; ++i) {
                 handle_completion(module, &comps[i], srcs[i]);
             }

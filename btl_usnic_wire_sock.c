@@ -91,9 +91,11 @@ typedef struct sock_channel_t {
     struct iovec *riovs;
     struct sockaddr_in *rsrcs;
     uint8_t *rctl;          /* one cmsg buffer per receive */
+    bool stamps;            /* the kernel timestamps our receives (SO_TIMESTAMPNS) */
 } sock_channel_t;
 
-#define SOCK_CTL_SPACE CMSG_SPACE(sizeof(int))
+/* a receive's control messages: the UDP_GRO segment size, the timestamp */
+#define SOCK_CTL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct timespec)))
 
 struct opal_btl_usnic_sock_state {
     sock_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
@@ -444,12 +446,13 @@ static void sock_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpo
 
 /* One datagram of a receive, to the engine */
 static void recv_datagram(opal_btl_usnic_module_t *module, sock_channel_t *ch, uint8_t *buf, size_t len,
-                          uint64_t src)
+                          uint64_t src, uint64_t arrival)
 {
     if (OPAL_UNLIKELY(len > ch->mtu)) {
         opal_btl_usnic_recv_drop(&module->eng, OPAL_BTL_USNIC_DROP_OVERSIZED);
     } else {
-        const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = ch->index, .src = src};
+        const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = ch->index, .src = src,
+                                              .arrival = arrival};
         opal_btl_usnic_recv_segment(&module->eng, &dg);
     }
 }
@@ -467,10 +470,36 @@ static size_t gro_size(struct msghdr *mh)
     return 0;
 }
 
+/* When the kernel received it (SO_TIMESTAMPNS, the real-time clock), on
+ * the engine's clock: |real_minus_mono| us apart; 0 without a stamp */
+static uint64_t arrival_of(struct msghdr *mh, int64_t real_minus_mono)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); NULL != cm; cm = CMSG_NXTHDR(mh, cm)) {
+        if (SOL_SOCKET == cm->cmsg_level && SCM_TIMESTAMPNS == cm->cmsg_type &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+            int64_t us = (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - real_minus_mono;
+            return (us > 0) ? (uint64_t) us : 0;
+        }
+    }
+    return 0;
+}
+
+/* The real-time clock less the engine's (us): converts kernel timestamps */
+static int64_t real_minus_mono(void)
+{
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t mono = opal_btl_usnic_clock_usec();
+    return (int64_t) rt.tv_sec * 1000000 + rt.tv_nsec / 1000 - (int64_t) mono;
+}
+
 /* One receive (a datagram, or a coalesced run of them from one peer) */
-static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i, size_t len)
+static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i, size_t len, int64_t clock_offset)
 {
     struct msghdr *mh = &ch->rmsgs[i].msg_hdr;
+    uint64_t arrival = ch->stamps ? arrival_of(mh, clock_offset) : 0;
     uint8_t *buf = (uint8_t *) ch->riovs[i].iov_base;
     uint64_t src = addr_of(&ch->rsrcs[i]);
     size_t stored = (len < ch->rbuf_size) ? len : ch->rbuf_size;
@@ -491,7 +520,7 @@ static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i,
         OPAL_BTL_USNIC_STAT_ADD(&module->eng, num_gro_segs, n);
     }
     for (unsigned s = 0; s < n; ++s) {
-        recv_datagram(module, ch, buf + spans[s].off, spans[s].len, src);
+        recv_datagram(module, ch, buf + spans[s].off, spans[s].len, src, arrival);
     }
 }
 
@@ -503,7 +532,7 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
     for (int call = 0; call < SOCK_RX_CALLS; ++call) {
         for (int i = 0; i < SOCK_RX_MSGS; ++i) {
             ch->rmsgs[i].msg_hdr.msg_namelen = sizeof(ch->rsrcs[i]);
-            ch->rmsgs[i].msg_hdr.msg_controllen = ch->gro ? SOCK_CTL_SPACE : 0;
+            ch->rmsgs[i].msg_hdr.msg_controllen = (ch->gro || ch->stamps) ? SOCK_CTL_SPACE : 0;
             ch->rmsgs[i].msg_hdr.msg_flags = 0;
         }
         /* MSG_TRUNC: msg_len says the real length, so a datagram longer
@@ -516,8 +545,11 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
             }
             break;
         }
+        /* the clock moves within a long pass (ACK holds, btl_usnic_cc.c) */
+        opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
+        int64_t clock_offset = ch->stamps ? real_minus_mono() : 0;
         for (int i = 0; i < n; ++i) {
-            recv_one(module, ch, i, ch->rmsgs[i].msg_len);
+            recv_one(module, ch, i, ch->rmsgs[i].msg_len, clock_offset);
         }
         count += n;
         if (n < SOCK_RX_MSGS) {
@@ -537,19 +569,23 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         return false;
     }
     struct sockaddr_in sin;
-    socklen_t slen = sizeof(sin);
-    ssize_t len = recvfrom(ch->fd, st->fast_buf, ch->mtu + 1, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *) &sin,
-                           &slen);
+    uint8_t ctl[CMSG_SPACE(sizeof(struct timespec))];
+    struct iovec iov = {.iov_base = st->fast_buf, .iov_len = ch->mtu + 1};
+    struct msghdr mh = {.msg_name = &sin, .msg_namelen = sizeof(sin), .msg_iov = &iov, .msg_iovlen = 1,
+                        .msg_control = ch->stamps ? ctl : NULL, .msg_controllen = ch->stamps ? sizeof(ctl) : 0};
+    ssize_t len = recvmsg(ch->fd, &mh, MSG_DONTWAIT | MSG_TRUNC);
     if (len < 0) {
         module->prio_found_empty = (EAGAIN == errno || EWOULDBLOCK == errno);
         return false;
     }
     uint64_t src = addr_of(&sin);
+    uint64_t arrival = ch->stamps ? arrival_of(&mh, real_minus_mono()) : 0;
     if ((size_t) len > ch->mtu) {
-        recv_datagram(module, ch, st->fast_buf, (size_t) len, src); /* counts it */
+        recv_datagram(module, ch, st->fast_buf, (size_t) len, src, arrival); /* counts it */
         return false;
     }
-    const opal_btl_usnic_datagram_t dg = {.buf = st->fast_buf, .len = (size_t) len, .channel = ch->index, .src = src};
+    const opal_btl_usnic_datagram_t dg = {.buf = st->fast_buf, .len = (size_t) len, .channel = ch->index, .src = src,
+                                          .arrival = arrival};
     opal_btl_usnic_fast_t how = opal_btl_usnic_recv_fast(&module->eng, &dg, NULL);
     if (OPAL_BTL_USNIC_FAST_TAKEN == how) {
         return true; /* nothing of fast_buf is kept: the next read may reuse it */
@@ -747,6 +783,9 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
     if (want_gro && !ch->gro) {
         opal_btl_usnic_verbose(5, "%s: no coalesced receives (UDP_GRO: %s)", module->if_name, strerror(errno));
     }
+    /* arrival times for the congestion control's delay samples, which
+     * must not count the time a descheduled process took to read */
+    ch->stamps = comp->congestion_control && 0 == setsockopt(ch->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
     if (0 != getsockname(ch->fd, (struct sockaddr *) &sin, &len)) {

@@ -74,9 +74,10 @@ static void test_rising_delay_cuts_once_per_round_trip(void)
     CHECK_EQ(feed(&cc, &p, BASE + 5000, &now, 3 * SRTT), OPAL_BTL_USNIC_CC_CUT_DELAY);
     CHECK(now - cut >= SRTT);
     CHECK(cc.cwnd >= 40 * MSS && cc.cwnd < 64 * MSS);
-    /* never below two datagrams */
-    feed(&cc, &p, BASE + 5000, &now, 40 * SRTT);
-    while (OPAL_BTL_USNIC_CC_NONE != feed(&cc, &p, BASE + 5000, &now, 2 * SRTT)) {
+    /* never below the floor, whatever cuts */
+    for (int i = 0; i < 40; ++i) {
+        now += SRTT;
+        opal_btl_usnic_cc_loss(&cc, &p, now);
     }
     CHECK_EQ_U(cc.cwnd, OPAL_BTL_USNIC_CC_MIN_SEGS * MSS);
 }
@@ -350,18 +351,33 @@ static void test_hold_is_removed_from_the_sample(void)
     fx_set_time(&fx, 1000 + 900);
     CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN, 1000, 0, true));
     CHECK_EQ_U(ep->timer.fresh_rtt, 900);
-    opal_btl_usnic_ack_hold_taken(&fx.eng, ep, 50); /* held 400 us: the path took 500 */
+    opal_btl_usnic_ack_hold_taken(&fx.eng, ep, 100); /* held 400 us: the path took 500 */
     CHECK_EQ_U(ep->cc.base_rtt, 500);
     CHECK_EQ_U(ep->timer.fresh_rtt, 0);
+    /* a hold of 512 us or more (the receiver was away) gives no sample, nor one longer than the round trip */
+    CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, NULL), 1);
+    fx_set_time(&fx, fx.now + 400);
+    CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 1, 1000, 0, true));
+    opal_btl_usnic_ack_hold_taken(&fx.eng, ep, opal_btl_usnic_ack_hold_encode(500)); /* 400 - 500 */
+    CHECK_EQ_U(ep->cc.base_rtt, 500);
+    CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, NULL), 1);
+    fx_set_time(&fx, fx.now + 900);
+    CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 2, 1000, 0, true));
+    opal_btl_usnic_ack_hold_taken(&fx.eng, ep, opal_btl_usnic_ack_hold_encode(600)); /* 900 - 600 */
+    CHECK_EQ_U(ep->cc.base_rtt, 500);
     /* an unknown hold gives no sample */
     CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, NULL), 1);
     fx_set_time(&fx, 1000 + 900 + 100);
-    CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 1, 1000, 0, true));
+    CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 3, 1000, 0, true));
     opal_btl_usnic_ack_hold_taken(&fx.eng, ep, OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
     CHECK_EQ_U(ep->cc.base_rtt, 500);
     /* the receiver's side: the hold of an ACK is counted from the last arrival */
     ep->rx.last_arrival = fx.now - 80;
-    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 10);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 20);
+    ep->rx.last_arrival = fx.now - 1000; /* 512 + 15 * 32 = 992: the step below */
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 143);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold_decode(143), 992);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold_decode(opal_btl_usnic_ack_hold_encode(4576)), 4576);
     ep->rx.last_arrival = fx.now - 5000;
     CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
     ep->rx.last_arrival = 0;

@@ -278,13 +278,13 @@ static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_e
 int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl);
 int opal_btl_usnic_register_pvars(void);
 /**
- * Show a help message of help-mpi-btl-usnic.txt.  Through opal_show_help
- * itself, so that mpirun aggregates the copies of all processes: a macro,
- * not a va_list wrapper, because Open MPI 4.1's runtime replaces only
- * opal_show_help (opal_show_vhelp prints in every process, unaggregated).
- * Where show_help would not render our own file
- * (opal_btl_usnic_help_via_runtime false: 6.0 and later, or a different
- * copy in Open MPI's data directory) our renderer writes it to stderr.
+ * Show a help message of help-mpi-btl-usnic.txt.  On Open MPI 5.0
+ * through opal_show_help itself, so that mpirun aggregates the copies of
+ * all processes (a macro, not a va_list wrapper: the runtime replaces
+ * opal_show_help).  Where show_help would lose the message or not render
+ * our own file (opal_btl_usnic_help_via_runtime false: 4.1's mpirun,
+ * 6.0 and later, a different copy in Open MPI's data directory; see
+ * add_help_dirs) our renderer writes it to stderr, which mpirun forwards.
  * |once_per_host|: only local rank 0 speaks (messages every process of a
  * host would repeat).
  */

@@ -51,9 +51,16 @@ mca_btl_base_component_3_0_0_t mca_btl_usnic_component = {
 
 /* Where our help file is: next to the plugin (make install-user puts it
  * in ~/.openmpi/components), else in Open MPI's data directory.  Our own
- * renderer looks there in that order (btl_usnic_help.c); show_help looks
- * in the data directory first, so it is used only if what it would find
- * there is our text (opal_btl_usnic_help_via_runtime). */
+ * renderer looks there in that order (btl_usnic_help.c).  show_help is
+ * used (opal_btl_usnic_help_via_runtime) on Open MPI 5.0 only, and only
+ * if what it finds first, in the data directory, is our text.  Not on
+ * 4.1: its mpirun corrupts help messages from processes on its own node
+ * (orte_rml_oob_send_buffer_nb's send to self, called from the PMIx
+ * server thread by pmix_server_log_fn, copies the buffer after queuing
+ * the callback that frees it on the event thread): "ORTE_ERROR_LOG: Data
+ * unpack would read past end of buffer" in orte/util/show_help.c and the
+ * message lost (issue 29).  Not on 6.0 either: its show_help reads only
+ * text compiled into the library. */
 static void add_help_dirs(void)
 {
     char *ours = NULL;
@@ -71,7 +78,7 @@ static void add_help_dirs(void)
         }
     }
     opal_btl_usnic_help_add_dir(opal_install_dirs.opaldatadir);
-#if OPAL_MAJOR_VERSION < 6
+#if OPAL_MAJOR_VERSION == 5
     char *first = NULL;
     if (asprintf(&first, "%s/%s", opal_install_dirs.opaldatadir, OPAL_BTL_USNIC_HELP_FILE) >= 0) {
         opal_btl_usnic_help_via_runtime = NULL == ours || opal_btl_usnic_help_same_text(first, ours);

@@ -10,7 +10,7 @@
  * %s without its row here fails.  run-help-tests.sh checks what mpirun
  * printed.
  *
- *   help_topics HELPFILE [TOPIC]     (only TOPIC, when given)
+ *   help_topics [--string] HELPFILE [TOPIC]     (only TOPIC, when given)
  *
  * HELPFILE is a copy of the file under a name of its own: an installed
  * help-mpi-btl-usnic.txt in Open MPI's data directory, which show_help
@@ -40,47 +40,65 @@ typedef struct {
     void (*show)(const char *topic);
 } topic_row_t;
 
+/* --string: render with opal_show_help_string (Open MPI's renderer) in
+ * rank 0 and print the text, instead of opal_show_help in every rank
+ * (Open MPI 4.1's mpirun corrupts help messages of processes on its own
+ * node: README.txt, "Help messages") */
+static bool as_string = false;
+#define SHOW(t, ...)                                                                 \
+    do {                                                                             \
+        if (as_string) {                                                             \
+            char *text_ = opal_show_help_string(HELP_FILE, (t), true, __VA_ARGS__);  \
+            if (NULL != text_) {                                                     \
+                fputs(text_, stdout);                                                \
+                free(text_);                                                         \
+            }                                                                        \
+        } else {                                                                     \
+            (void) opal_show_help(HELP_FILE, (t), true, __VA_ARGS__);                \
+        }                                                                            \
+    } while (0)
+
 #define H "host-1"
 #define IF "eth9"
-static void bad_param(const char *t) { opal_show_help(HELP_FILE, t, true, H, "window", "99999", "1 to 4096"); }
-static void inexclude(const char *t) { opal_show_help(HELP_FILE, t, true, H, "10.0.0.0/99"); }
+static void bad_param(const char *t) { SHOW(t, H, "window", "99999", "1 to 4096"); }
+static void inexclude(const char *t) { SHOW(t, H, "10.0.0.0/99"); }
 static void if_unmatched(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, "btl_usnic_if_include", "eth7", "lo 127.0.0.1/8, eth0 192.0.2.2/24");
+    SHOW(t, H, "btl_usnic_if_include", "eth7", "lo 127.0.0.1/8, eth0 192.0.2.2/24");
 }
 static void no_device(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, "socket", "usnic,udp", "no interface matched", "lo 127.0.0.1/8");
+    SHOW(t, H, "socket", "usnic,udp", "no interface matched", "lo 127.0.0.1/8");
 }
 static void fi_failed(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, IF, "fi_endpoint", "btl_usnic_wire_ofi.c", 123, -22, "Invalid argument");
+    SHOW(t, H, IF, "fi_endpoint", "btl_usnic_wire_ofi.c", 123, -22, "Invalid argument");
 }
-static void sock_failed(const char *t) { opal_show_help(HELP_FILE, t, true, H, IF, "bind", "Address in use"); }
+static void sock_failed(const char *t) { SHOW(t, H, IF, "bind", "Address in use"); }
 static void mtu_small(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, IF, "udp", (size_t) 100, (size_t) 64, 1500, (size_t) 256);
+    SHOW(t, H, IF, "udp", (size_t) 100, (size_t) 64, 1500, (size_t) 256);
 }
-static void cq_overrun(const char *t) { opal_show_help(HELP_FILE, t, true, H, IF, "data", (size_t) 4096, 64, 128); }
-static void peer_ip(const char *t) { opal_show_help(HELP_FILE, t, true, H, IF, "host-2", "192.0.2.3"); }
-static void peer_unreach(const char *t) { opal_show_help(HELP_FILE, t, true, H, IF, "host-2", "3", "EHOSTUNREACH"); }
-static void modex(const char *t) { opal_show_help(HELP_FILE, t, true, H, "host-2", 7, 6); }
+static void cq_overrun(const char *t) { SHOW(t, H, IF, "data", (size_t) 4096, 64, 128); }
+static void peer_ip(const char *t) { SHOW(t, H, IF, "host-2", "192.0.2.3"); }
+static void peer_unreach(const char *t) { SHOW(t, H, IF, "host-2", "3", "EHOSTUNREACH"); }
+static void modex(const char *t) { SHOW(t, H, "host-2", 7, 6); }
 static void peer_timeout(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, IF, "host-2", "3", 30, 17u, "12.5 s ago");
+    SHOW(t, H, IF, "host-2", "3", 30, 17u, "12.5 s ago");
 }
 static void conn_failed(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, IF, "192.0.2.2", "host-2", "eth3", "192.0.2.3", "9000 bytes", 4u, 2000u,
+    SHOW(t, H, IF, "192.0.2.2", "host-2", "eth3", "192.0.2.3", "9000 bytes", 4u, 2000u,
                    500, 3, "abort");
 }
-static void agent_failed(const char *t) { opal_show_help(HELP_FILE, t, true, H, "bind", "/tmp/x/agent", "EACCES"); }
+static void agent_failed(const char *t) { SHOW(t, H, "bind", "/tmp/x/agent", "EACCES"); }
 static void protection(const char *t)
 {
-    opal_show_help(HELP_FILE, t, true, H, IF, "full", 3u, "host-2", "eth3", "none", 0u);
+    SHOW(t, H, IF, "full", 3u, "host-2", "eth3", "none", 0u);
 }
-static void no_random(const char *t) { opal_show_help(HELP_FILE, t, true, H, "(all)", "ENOSYS"); }
-static void no_crypto(const char *t) { opal_show_help(HELP_FILE, t, true, H, "1.0.18"); }
+static void no_random(const char *t) { SHOW(t, H, "(all)", "ENOSYS"); }
+static void no_crypto(const char *t) { SHOW(t, H, "1.0.18"); }
 
 static const topic_row_t rows[] = {
     {"bad parameter value", "ssss", bad_param},
@@ -186,12 +204,18 @@ static int check_file(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s HELPFILE [TOPIC]\n", argv[0]);
-        return 2;
-    }
     int rank = 0;
     MPI_Init(&argc, &argv);
+    if (argc > 1 && 0 == strcmp(argv[1], "--string")) {
+        as_string = true;
+        --argc;
+        ++argv;
+    }
+    if (argc < 2) {
+        fprintf(stderr, "usage: help_topics [--string] HELPFILE [TOPIC]\n");
+        MPI_Finalize();
+        return 2;
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int bad = 0;
     char *dir = strdup(argv[1]), *base = strdup(argv[1]);
@@ -207,7 +231,7 @@ int main(int argc, char **argv)
     MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
     /* every rank shows every topic: mpirun prints each once and counts
      * the others ("N more processes have sent help message") */
-    for (size_t i = 0; i < NUM_ROWS && 0 == bad; ++i) {
+    for (size_t i = 0; i < NUM_ROWS && 0 == bad && (!as_string || 0 == rank); ++i) {
         if (argc < 3 || 0 == strcmp(argv[2], rows[i].topic)) {
             rows[i].show(rows[i].topic);
         }

@@ -2,9 +2,11 @@
 #
 # What the usnic BTL says when it cannot run (issue 29), through the real
 # show_help path of the Open MPI tested (4.1, or 5.0 with USNIC_OMPI):
-#  - every topic of help-mpi-btl-usnic.txt rendered by opal_show_help in
-#    every rank of a job (help_topics.c): each topic's text once, the
-#    copies aggregated by mpirun, no "Sorry!" fallback, no runtime error;
+#  - every topic of help-mpi-btl-usnic.txt rendered by Open MPI's
+#    show_help, FI_PROVIDER=tcp exported (help_topics.c; 5.0: opal_show_help
+#    in both ranks, aggregated by mpirun; 4.1: opal_show_help_string, its
+#    mpirun corrupting help messages of local ranks): each topic's text
+#    once, no "Sorry!" fallback, no runtime error;
 #    and a deliberately broken copy of the file (a topic renamed, a %s
 #    added) is caught;
 #  - interface filters: an unknown name, an unknown subnet, one good and
@@ -58,14 +60,22 @@ clean() {
     [[ $rc -eq 0 ]] && grep -q "PASS ring" <<<"$out" && ! grep -qE "Sorry!|ORTE_ERROR_LOG|unpack|Unknown error" <<<"$out"
 }
 
-# --- 1. every help topic through opal_show_help, 2 ranks ---
-# Each topic's first line of text once (mpirun aggregates the second
-# rank's copy), no fallback text, no runtime error, the rows of
-# help_topics.c agreeing with the file.
+# --- 1. every help topic through Open MPI's show_help, 2 ranks ---
+# 5.0: opal_show_help in both ranks, each topic's text exactly once
+# (PRRTE aggregates the second rank's copy).  4.1: its mpirun corrupts
+# help messages of processes on its own node (README.txt, "Help
+# messages"), so the BTL does not send its own there and this renders
+# with opal_show_help_string (the same renderer) in rank 0.  Either way:
+# no "Sorry!" fallback, no runtime error, the rows of help_topics.c
+# agreeing with the file.
+TOPIC_MODE=()
+[[ $LAUNCHER == orte ]] && TOPIC_MODE=(--string)
 check_topics() {  # FILE: 0 if every topic rendered cleanly
     local file=$1
-    # (5.0's runtime ends each message it forwards with a NUL byte)
-    topics_out=$(timeout 60 "${MPIRUN[@]}" -np 2 "$BUILD/help_topics" "$file" 2>&1 | tr -d '\000')
+    # FI_PROVIDER=tcp exported, as where issue 29 saw help messages lost;
+    # 5.0's runtime ends each message it forwards with a NUL byte
+    topics_out=$(FI_PROVIDER=tcp timeout 60 "${MPIRUN[@]}" -np 2 -x FI_PROVIDER "$BUILD/help_topics" \
+                 ${TOPIC_MODE[@]+"${TOPIC_MODE[@]}"} "$file" 2>&1 | tr -d '\000')
     local trc=$? missing=()   # pipefail: mpirun's status, not tr's
     while IFS= read -r topic; do
         # the topic's first line of text, as show_help prints it
@@ -81,19 +91,21 @@ check_topics() {  # FILE: 0 if every topic rendered cleanly
 # under its own name: an installed help-mpi-btl-usnic.txt must not stand in for it
 cp "$HELP_SRC" "$BUILD/help-usnic-topics.txt"
 ntopics=$(grep -c '^\[' "$HELP_SRC")
+how=$([[ $LAUNCHER == orte ]] && echo "opal_show_help_string, rank 0" || echo "opal_show_help, 2 ranks, aggregated")
 if check_topics "$BUILD/help-usnic-topics.txt"; then
-    ok "all $ntopics help topics rendered once each through Open MPI $OMPI_SERIES's show_help (2 ranks)"
+    ok "all $ntopics help topics rendered once each by Open MPI $OMPI_SERIES's show_help ($how)"
 else
-    bad "help topics through show_help" "$topics_out"
+    bad "help topics through show_help ($how)" "$topics_out"
 fi
-# ORTE counts the copies it held back; PRRTE (5.0) drops them silently,
-# which the exactly-once check above already covers
 if [[ $LAUNCHER == orte ]]; then
-    if grep -q "more process" <<<"$topics_out"; then
-        ok "mpirun aggregated the second rank's copies (\"more process(es) ... sent help message\")"
-    else
-        bad "no aggregation of the second rank's copies" "$topics_out"
-    fi
+    # not a check (Open MPI's bug, not ours): how often 4.1's mpirun
+    # corrupts the same messages sent with opal_show_help from 2 ranks
+    lost=0
+    for i in 1 2 3; do
+        timeout 60 "${MPIRUN[@]}" -np 2 "$BUILD/help_topics" "$BUILD/help-usnic-topics.txt" 2>&1 |
+            grep -q "ORTE_ERROR_LOG" && lost=$((lost + 1))
+    done
+    echo "note: opal_show_help from 2 ranks under Open MPI $OMPI_SERIES's mpirun: ORTE_ERROR_LOG (messages lost) in $lost of 3 runs"
 fi
 # the check can fail: a renamed topic, and a topic with one %s too many
 sed 's/^\[no crypto\]$/[no cryptography]/' "$HELP_SRC" >"$BUILD/help-usnic-renamed.txt"

@@ -285,11 +285,20 @@ static void discover(void)
     opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *copy = strdup(c->provider_include);
     char *save = NULL;
+    bool sockets_tried = false;
     for (char *prov = strtok_r(copy, ", ", &save); NULL != prov && 0 == c->num_modules;
          prov = strtok_r(NULL, ", ", &save)) {
         const opal_btl_usnic_transport_t *wire;
         opal_btl_usnic_device_list_t list;
         char why[256] = "";
+        /* btl_usnic_wire socket offers the same interfaces for every
+         * provider: one try (and one message per interface that fails) */
+        if (OPAL_BTL_USNIC_WIRE_SOCKET == opal_btl_usnic_wire_choose(c->wire, prov)) {
+            if (sockets_tried) {
+                continue;
+            }
+            sockets_tried = true;
+        }
         if (OPAL_SUCCESS != devices_of(prov, &wire, &list, why, sizeof(why))) {
             opal_btl_usnic_verbose(1, "provider %s (%s wire): no devices: %s", prov, wire->name, why);
             continue;

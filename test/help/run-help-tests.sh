@@ -184,6 +184,22 @@ fi
 nodev_case "the socket wire's sockets refused (LD_PRELOAD shim, EACCES)" \
     "the socket wire could not open a UDP socket on eth0: socket: Permission denied \(errno 13\)" \
     -x LD_PRELOAD="$BUILD/nosock_shim.so" --mca btl_usnic_wire socket
+# the interface's own message names the call and the error: once in all
+# where it goes through show_help (5.0: mpirun aggregates), else once per
+# process (4.1, or an older help-mpi-btl-usnic.txt in Open MPI's data
+# directory: the BTL writes its own to stderr, README.txt "Help messages")
+datadir=$(ompi_info --path pkgdatadir --parsable | sed -n 's/^path:pkgdatadir://p')
+expect=2
+if [[ $LAUNCHER != orte ]] && { [[ ! -e "$datadir/help-mpi-btl-usnic.txt" ]] ||
+                                cmp -s "$datadir/help-mpi-btl-usnic.txt" "$HELP_SRC"; }; then
+    expect=1
+fi
+if [[ $(count "could not set up its socket wire") -eq $expect ]] && [[ $(count "Call: +socket$") -eq $expect ]] &&
+   [[ $(count "Error: +Permission denied$") -eq $expect ]]; then
+    ok "socket wire failed: names the call (socket) and the error, $expect time(s) for 2 processes"
+else
+    bad "socket wire failed message (expected $expect)" "$out"
+fi
 # silence: the btl list does not name usnic (Open MPI's default list) and
 # btl_base_warn_component_unused is 0
 out=$(timeout 60 "${MPIRUN[@]}" -np 2 --mca btl_base_warn_component_unused 0 -x FI_PROVIDER=tcp \

@@ -381,6 +381,22 @@ static void why_add(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The providers of the comma list |provs| that FI_PROVIDER=|env| hides,
+ * comma-separated into |buf| (empty if none) */
+static void hidden_providers(const char *env, const char *provs, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char *copy = strdup(provs);
+    char *save = NULL;
+    for (char *p = NULL != copy ? strtok_r(copy, ",", &save) : NULL; NULL != p; p = strtok_r(NULL, ",", &save)) {
+        size_t used = strlen(buf);
+        if (opal_btl_usnic_fi_provider_hides(env, p) && used < len) {
+            snprintf(buf + used, len - used, "%s%s", 0 == used ? "" : ",", p);
+        }
+    }
+    free(copy);
+}
+
 /* Why the wires offered no device: the socket wire's socket, libfabric,
  * and the providers libfabric did not offer (FI_PROVIDER's part in it) */
 static void why_no_offer(char *why, size_t len)
@@ -392,17 +408,10 @@ static void why_no_offer(char *why, size_t len)
         why_add(why, len, "the ofi wire cannot load libfabric: %s", seen.ofi_why);
     }
     if ('\0' != seen.ofi_none[0]) {
-        why_add(why, len, "libfabric offers no device of provider %s", seen.ofi_none);
         const char *env = getenv("FI_PROVIDER");
-        char hidden[64] = "";
-        char *save = NULL, *copy = strdup(seen.ofi_none);
-        for (char *p = strtok_r(copy, ",", &save); NULL != p; p = strtok_r(NULL, ",", &save)) {
-            if (opal_btl_usnic_fi_provider_hides(env, p)) {
-                snprintf(hidden + strlen(hidden), sizeof(hidden) - strlen(hidden), "%s%s",
-                         '\0' == hidden[0] ? "" : ",", p);
-            }
-        }
-        free(copy);
+        char hidden[64];
+        hidden_providers(env, seen.ofi_none, hidden, sizeof(hidden));
+        why_add(why, len, "libfabric offers no device of provider %s", seen.ofi_none);
         if ('\0' != hidden[0]) {
             why_add(why, len,
                     "FI_PROVIDER=%s in the environment hides %s: unset FI_PROVIDER for this job or let the "

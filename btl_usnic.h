@@ -19,10 +19,12 @@
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 #include "opal/mca/btl/base/base.h"
+#include "opal/util/show_help.h"
 
 #include "btl_usnic_compat.h"
 
 #include "btl_usnic_engine.h"
+#include "btl_usnic_help.h"
 #include "btl_usnic_wire.h"
 
 BEGIN_C_DECLS
@@ -174,6 +176,8 @@ typedef struct opal_btl_usnic_component_t {
     uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* published; rank 0's keys the connectivity agents */
 
     bool params_valid;
+    char open_why[160];         /* why the last interface a wire could not open failed (the message
+                                   when none opens: component init) */
     int output;                 /* opal_output stream */
     int num_modules;
     opal_btl_usnic_module_t **modules;
@@ -276,15 +280,27 @@ static inline opal_btl_usnic_module_t *opal_btl_usnic_module_of(opal_btl_usnic_e
 int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl);
 int opal_btl_usnic_register_pvars(void);
 /**
- * Show a help message of help-mpi-btl-usnic.txt: rendered here and written
- * to stderr (which mpirun forwards like any output), because mpirun of
- * Open MPI 4.1 loses about one in four show_help messages it is sent
- * ("ORTE_ERROR_LOG: Data unpack would read past end of buffer" in
- * orte/util/show_help.c), also when the job ends right after.
- * |once_per_host|: only local rank 0 speaks (for messages every process
- * would repeat).
+ * Show a help message of help-mpi-btl-usnic.txt.  On Open MPI 5.0
+ * through opal_show_help itself, so that mpirun aggregates the copies of
+ * all processes (a macro, not a va_list wrapper: the runtime replaces
+ * opal_show_help).  Where show_help would lose the message or not render
+ * our own file (opal_btl_usnic_help_via_runtime false: 4.1's mpirun,
+ * 6.0 and later, a different copy in Open MPI's data directory; see
+ * add_help_dirs) our renderer writes it to stderr, which mpirun forwards.
+ * |once_per_host|: only local rank 0 speaks (messages every process of a
+ * host would repeat).
  */
-void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...);
+bool opal_btl_usnic_help_speaks(bool once_per_host);
+void opal_btl_usnic_show_help_own(const char *topic, ...);
+#define opal_btl_usnic_show_help(once_per_host, topic, ...)                                                      \
+    do {                                                                                                         \
+        if (!opal_btl_usnic_help_speaks(once_per_host)) {                                                        \
+        } else if (opal_btl_usnic_help_via_runtime) {                                                            \
+            (void) opal_show_help(OPAL_BTL_USNIC_HELP_FILE, (topic), true, __VA_ARGS__);                         \
+        } else {                                                                                                 \
+            opal_btl_usnic_show_help_own((topic), __VA_ARGS__);                                                  \
+        }                                                                                                        \
+    } while (0)
 /* show_help for every bad parameter value found at registration */
 void opal_btl_usnic_report_bad_params(void);
 
@@ -379,6 +395,29 @@ long opal_btl_usnic_socket_rcvbuf(int fd);
  */
 bool opal_btl_usnic_if_list_matches(const char *list, const char *ifname, const char *domain, uint32_t ipv4,
                                     char **bad_entry_p);
+
+/**
+ * Bit i set: entry i of |list| (counted as opal_btl_usnic_if_list_matches
+ * splits it) matches interface (|ifname|, |domain|, |ipv4|).  Invalid
+ * entries and entries past the 32nd always count as matched (an invalid
+ * one is reported as such).  OR it over every interface to find the
+ * entries that match nothing.  Pure.
+ */
+uint32_t opal_btl_usnic_if_list_match_mask(const char *list, const char *ifname, const char *domain, uint32_t ipv4);
+/* The entries of |list| whose bit is clear in |matched|, ", "-separated
+ * into |buf| (empty if none).  Pure. */
+void opal_btl_usnic_if_list_unmatched(const char *list, uint32_t matched, char *buf, size_t len);
+
+/* An IPv4 interface of this host that is up (getifaddrs) */
+typedef struct opal_btl_usnic_host_if_t {
+    char name[16];
+    uint32_t ipv4;    /* network order */
+    uint32_t netmask; /* network order */
+} opal_btl_usnic_host_if_t;
+/* Up to |max| of this host's interfaces into |ifs|; returns how many */
+int opal_btl_usnic_if_host_list(opal_btl_usnic_host_if_t *ifs, int max);
+/* "lo 127.0.0.1/8, eth0 192.0.2.2/24" into |buf|.  Pure. */
+void opal_btl_usnic_if_describe(const opal_btl_usnic_host_if_t *ifs, int n, char *buf, size_t len);
 
 /**
  * Pair the modules of two processes, one to one: a_to_b[i] is the index

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <libgen.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "btl_usnic_compat.h"
+#include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/installdirs/installdirs.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
@@ -49,10 +51,19 @@ mca_btl_base_component_3_0_0_t mca_btl_usnic_component = {
 
 /* Where our help file is: next to the plugin (make install-user puts it
  * in ~/.openmpi/components), else in Open MPI's data directory.  Our own
- * renderer looks there (btl_usnic_help.c); so does show_help, the
- * fallback. */
+ * renderer looks there in that order (btl_usnic_help.c).  show_help is
+ * used (opal_btl_usnic_help_via_runtime) on Open MPI 5.0 only, and only
+ * if what it finds first, in the data directory, is our text.  Not on
+ * 4.1: its mpirun corrupts help messages from processes on its own node
+ * (orte_rml_oob_send_buffer_nb's send to self, called from the PMIx
+ * server thread by pmix_server_log_fn, copies the buffer after queuing
+ * the callback that frees it on the event thread): "ORTE_ERROR_LOG: Data
+ * unpack would read past end of buffer" in orte/util/show_help.c and the
+ * message lost (issue 29).  Not on 6.0 either: its show_help reads only
+ * text compiled into the library. */
 static void add_help_dirs(void)
 {
+    char *ours = NULL;
     Dl_info info;
     if (0 != dladdr((void *) &mca_btl_usnic_component, &info) && NULL != info.dli_fname) {
         char *copy = strdup(info.dli_fname);
@@ -60,10 +71,21 @@ static void add_help_dirs(void)
             const char *dir = dirname(copy);
             opal_btl_usnic_help_add_dir(dir);
             opal_show_help_add_dir(dir);
+            if (asprintf(&ours, "%s/%s", dir, OPAL_BTL_USNIC_HELP_FILE) < 0) {
+                ours = NULL;
+            }
             free(copy);
         }
     }
     opal_btl_usnic_help_add_dir(opal_install_dirs.opaldatadir);
+#if OPAL_MAJOR_VERSION == 5
+    char *first = NULL;
+    if (asprintf(&first, "%s/%s", opal_install_dirs.opaldatadir, OPAL_BTL_USNIC_HELP_FILE) >= 0) {
+        opal_btl_usnic_help_via_runtime = NULL == ours || opal_btl_usnic_help_same_text(first, ours);
+        free(first);
+    }
+#endif
+    free(ours);
 }
 
 static int usnic_component_register(void)
@@ -115,23 +137,40 @@ static int usnic_component_close(void)
 
 /* ----- discovery ----- */
 
+/* What discovery saw, so that the message when no module comes of it
+ * can say why (report_no_device) */
+static struct {
+    int offered;          /* devices the wires offered */
+    int wanted;           /* ... that passed the interface filters */
+    uint32_t matched[2];  /* entries of if_include, if_exclude that matched an offered device */
+    char sock_why[192];   /* why the socket wire cannot run here (auto) */
+    char ofi_why[192];    /* why the ofi wire could not load libfabric */
+    char ofi_none[64];    /* providers the ofi wire found no device of */
+} seen;
+
+static bool is_set(const char *s)
+{
+    return NULL != s && '\0' != s[0];
+}
+
 /* Is |dev| an interface we want?  Reports why not at verbosity 10. */
 static bool device_wanted(const opal_btl_usnic_device_t *dev)
 {
     opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
-    char *bad = NULL;
-    bool keep;
-    if (NULL != c->if_include && '\0' != c->if_include[0]) {
-        keep = opal_btl_usnic_if_list_matches(c->if_include, dev->if_name, dev->domain_name, dev->ipv4, &bad);
-    } else {
-        keep = !opal_btl_usnic_is_loopback(dev->ipv4);
-        if (keep && NULL != c->if_exclude && '\0' != c->if_exclude[0]) {
-            keep = !opal_btl_usnic_if_list_matches(c->if_exclude, dev->if_name, dev->domain_name, dev->ipv4, &bad);
+    const char *lists[2] = {c->if_include, c->if_exclude};
+    for (int k = 0; k < 2; ++k) {
+        if (is_set(lists[k])) {
+            seen.matched[k] |= opal_btl_usnic_if_list_match_mask(lists[k], dev->if_name, dev->domain_name, dev->ipv4);
         }
     }
-    if (NULL != bad) {
-        opal_btl_usnic_show_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
-        free(bad);
+    bool keep;
+    if (is_set(c->if_include)) {
+        keep = opal_btl_usnic_if_list_matches(c->if_include, dev->if_name, dev->domain_name, dev->ipv4, NULL);
+    } else {
+        keep = !opal_btl_usnic_is_loopback(dev->ipv4);
+        if (keep && is_set(c->if_exclude)) {
+            keep = !opal_btl_usnic_if_list_matches(c->if_exclude, dev->if_name, dev->domain_name, dev->ipv4, NULL);
+        }
     }
     opal_btl_usnic_verbose(10, "interface %s (%s, provider %s) %s", dev->if_name, dev->domain_name, dev->provider,
                            keep ? "kept" : "skipped");
@@ -177,6 +216,7 @@ static void create_modules(const opal_btl_usnic_transport_t *wire, const opal_bt
         if (!device_wanted(dev) || already_have(dev->if_name)) {
             continue;
         }
+        ++seen.wanted;
         opal_btl_usnic_module_t *module = module_new(dev);
         if (NULL == module) {
             continue;
@@ -202,9 +242,11 @@ static void create_modules(const opal_btl_usnic_transport_t *wire, const opal_bt
  * on its address)?  Says why not at verbosity 5. */
 static bool sockets_usable(const opal_btl_usnic_device_list_t *list)
 {
-    char why[128] = "no interface";
+    char *why = seen.sock_why;
+    snprintf(why, sizeof(seen.sock_why), "no interface");
     for (int i = 0; i < list->count; ++i) {
-        if (opal_btl_usnic_wire_sock_usable(list->devices[i].ipv4, why, sizeof(why))) {
+        if (opal_btl_usnic_wire_sock_usable(list->devices[i].ipv4, why, sizeof(seen.sock_why))) {
+            why[0] = '\0';
             return true;
         }
     }
@@ -227,7 +269,14 @@ static int devices_of(const char *provider, const opal_btl_usnic_transport_t **w
         (*wire)->release(list);
     }
     *wire = &opal_btl_usnic_wire_ofi;
-    return (*wire)->discover(provider, list, why, len);
+    int rc = (*wire)->discover(provider, list, why, len);
+    if (OPAL_SUCCESS != rc) {
+        snprintf(seen.ofi_why, sizeof(seen.ofi_why), "%s", why);
+    } else if (0 == list->count) {
+        size_t used = strlen(seen.ofi_none);
+        snprintf(seen.ofi_none + used, sizeof(seen.ofi_none) - used, "%s%s", 0 == used ? "" : ",", provider);
+    }
+    return rc;
 }
 
 /* Try the providers in order; the first that yields a module wins. */
@@ -236,15 +285,25 @@ static void discover(void)
     opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
     char *copy = strdup(c->provider_include);
     char *save = NULL;
+    bool sockets_tried = false;
     for (char *prov = strtok_r(copy, ", ", &save); NULL != prov && 0 == c->num_modules;
          prov = strtok_r(NULL, ", ", &save)) {
         const opal_btl_usnic_transport_t *wire;
         opal_btl_usnic_device_list_t list;
         char why[256] = "";
+        /* btl_usnic_wire socket offers the same interfaces for every
+         * provider: one try (and one message per interface that fails) */
+        if (OPAL_BTL_USNIC_WIRE_SOCKET == opal_btl_usnic_wire_choose(c->wire, prov)) {
+            if (sockets_tried) {
+                continue;
+            }
+            sockets_tried = true;
+        }
         if (OPAL_SUCCESS != devices_of(prov, &wire, &list, why, sizeof(why))) {
             opal_btl_usnic_verbose(1, "provider %s (%s wire): no devices: %s", prov, wire->name, why);
             continue;
         }
+        seen.offered += list.count;
         c->modules = (opal_btl_usnic_module_t **) calloc(list.count > 0 ? (size_t) list.count : 1, sizeof(*c->modules));
         if (NULL != c->modules) {
             create_modules(wire, &list);
@@ -256,6 +315,168 @@ static void discover(void)
         wire->release(&list);
     }
     free(copy);
+}
+
+/* ----- saying why ----- */
+
+#define MAX_HOST_IFS 64
+
+/* "lo 127.0.0.1/8, eth0 192.0.2.2/24": the interfaces found, for messages */
+static int host_interfaces(opal_btl_usnic_host_if_t *ifs, char *buf, size_t len)
+{
+    int n = opal_btl_usnic_if_host_list(ifs, MAX_HOST_IFS);
+    opal_btl_usnic_if_describe(ifs, n, buf, len);
+    return n;
+}
+
+/* Entries of btl_usnic_if_include / _exclude that are invalid, or that
+ * match no interface of this host and no device a wire offered: named,
+ * as btl/tcp names its own; the job goes on with what did match */
+static void report_filters(void)
+{
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
+    const char *names[2] = {"btl_usnic_if_include", "btl_usnic_if_exclude"};
+    const char *lists[2] = {c->if_include, c->if_exclude};
+    opal_btl_usnic_host_if_t ifs[MAX_HOST_IFS];
+    char found[512];
+    int n = host_interfaces(ifs, found, sizeof(found));
+    for (int k = 0; k < 2; ++k) {
+        if (!is_set(lists[k])) {
+            continue;
+        }
+        char *bad = NULL;
+        (void) opal_btl_usnic_if_list_matches(lists[k], NULL, NULL, 0, &bad);
+        if (NULL != bad) {
+            opal_btl_usnic_show_help(true, "invalid if_inexclude", opal_process_info.nodename, bad);
+            free(bad);
+        }
+        uint32_t matched = seen.matched[k];
+        for (int i = 0; i < n; ++i) {
+            matched |= opal_btl_usnic_if_list_match_mask(lists[k], ifs[i].name, NULL, ifs[i].ipv4);
+        }
+        char unmatched[256];
+        opal_btl_usnic_if_list_unmatched(lists[k], matched, unmatched, sizeof(unmatched));
+        if ('\0' != unmatched[0]) {
+            opal_btl_usnic_show_help(true, "if_inexclude unmatched", opal_process_info.nodename, names[k], unmatched,
+                                     found);
+        }
+    }
+}
+
+/* Append printf-style text to |buf|, after "; " unless it is empty */
+static void why_add(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_add(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used + 2 >= len) {
+        return;
+    }
+    if (used > 0) {
+        strcpy(buf + used, "; ");
+        used += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+/* The providers of the comma list |provs| that FI_PROVIDER=|env| hides,
+ * comma-separated into |buf| (empty if none) */
+static void hidden_providers(const char *env, const char *provs, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char *copy = strdup(provs);
+    char *save = NULL;
+    for (char *p = NULL != copy ? strtok_r(copy, ",", &save) : NULL; NULL != p; p = strtok_r(NULL, ",", &save)) {
+        size_t used = strlen(buf);
+        if (opal_btl_usnic_fi_provider_hides(env, p) && used < len) {
+            snprintf(buf + used, len - used, "%s%s", 0 == used ? "" : ",", p);
+        }
+    }
+    free(copy);
+}
+
+/* Why the wires offered no device: the socket wire's socket, libfabric,
+ * and the providers libfabric did not offer (FI_PROVIDER's part in it) */
+static void why_no_offer(char *why, size_t len)
+{
+    if ('\0' != seen.sock_why[0]) {
+        why_add(why, len, "the socket wire cannot open a socket: %s", seen.sock_why);
+    }
+    if ('\0' != seen.ofi_why[0]) {
+        why_add(why, len, "the ofi wire cannot load libfabric: %s", seen.ofi_why);
+    }
+    if ('\0' != seen.ofi_none[0]) {
+        const char *env = getenv("FI_PROVIDER");
+        char hidden[64];
+        hidden_providers(env, seen.ofi_none, hidden, sizeof(hidden));
+        why_add(why, len, "libfabric offers no device of provider %s", seen.ofi_none);
+        if ('\0' != hidden[0]) {
+            why_add(why, len,
+                    "FI_PROVIDER=%s in the environment hides %s: unset FI_PROVIDER for this job or let the "
+                    "provider through (e.g. FI_PROVIDER=%s,udp)",
+                    env, hidden, env);
+        }
+    }
+    if ('\0' == why[0]) {
+        why_add(why, len, "no IPv4 interface is up");
+    }
+}
+
+/* Why discovery ended with no module, in terms a user can act on */
+static void no_device_why(char *why, size_t len)
+{
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
+    why[0] = '\0';
+    if (seen.wanted > 0) {
+        why_add(why, len, "no interface it chose could be opened: %s",
+                '\0' != c->open_why[0] ? c->open_why : "see the messages above");
+    } else if (seen.offered > 0 && is_set(c->if_include)) {
+        why_add(why, len, "no interface matched btl_usnic_if_include \"%s\"", c->if_include);
+    } else if (seen.offered > 0) {
+        why_add(why, len, "every interface was left out: loopback unless btl_usnic_if_include names it%s%s%s",
+                is_set(c->if_exclude) ? ", the others by btl_usnic_if_exclude \"" : "",
+                is_set(c->if_exclude) ? c->if_exclude : "", is_set(c->if_exclude) ? "\"" : "");
+    } else {
+        why_no_offer(why, len);
+    }
+}
+
+static const char *wire_param_name(int wire)
+{
+    return OPAL_BTL_USNIC_WIRE_SOCKET == wire ? "socket" : OPAL_BTL_USNIC_WIRE_OFI == wire ? "ofi" : "auto";
+}
+
+/* Does the btl parameter name usnic (not "^usnic,...", not unset)? */
+static bool usnic_asked_for(void)
+{
+    const char **value = NULL;
+    int index = mca_base_var_find("opal", "btl", NULL, NULL);
+    if (index < 0 || OPAL_SUCCESS != mca_base_var_get_value(index, &value, NULL, NULL) || NULL == value ||
+        NULL == value[0] || '^' == value[0][0]) {
+        return false;
+    }
+    return opal_btl_usnic_if_list_match_mask(value[0], "usnic", NULL, 0) != 0;
+}
+
+/* One message per host when the component has no module: always when
+ * the btl list names usnic; else (the default list) unless
+ * btl_base_warn_component_unused is 0, Open MPI's switch for BTLs that
+ * find nothing to use (Debian's openmpi-mca-params.conf sets it to 0) */
+static void report_no_device(void)
+{
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
+    if (!usnic_asked_for() && 0 == mca_btl_base_warn_component_unused) {
+        opal_btl_usnic_verbose(5, "no usable interface; not said (usnic not named, btl_base_warn_component_unused 0)");
+        return;
+    }
+    char why[768], found[512];
+    opal_btl_usnic_host_if_t ifs[MAX_HOST_IFS];
+    no_device_why(why, sizeof(why));
+    (void) host_interfaces(ifs, found, sizeof(found));
+    opal_btl_usnic_show_help(true, "no usable device", opal_process_info.nodename, wire_param_name(c->wire),
+                             c->provider_include, why, found);
 }
 
 /* btl_usnic_flags may only name what this BTL does: GET, atomics and the
@@ -378,9 +599,13 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
     if (!auth_start()) {
         return NULL;
     }
+    memset(&seen, 0, sizeof(seen));
+    c->open_why[0] = '\0';
     discover();
+    report_filters();
     if (0 == c->num_modules) {
         opal_btl_usnic_verbose(5, "no usable interface: disqualifying myself");
+        report_no_device();
         return NULL;
     }
     opal_btl_usnic_hwloc_prefer_near(); /* far interfaces: higher latency */

@@ -25,6 +25,8 @@
 static char *help_dirs[MAX_HELP_DIRS];
 static int num_help_dirs;
 
+bool opal_btl_usnic_help_via_runtime = false;
+
 void opal_btl_usnic_help_add_dir(const char *dir)
 {
     if (NULL == dir || num_help_dirs >= MAX_HELP_DIRS) {
@@ -139,4 +141,42 @@ char *opal_btl_usnic_help_vrender(const char *topic, va_list ap)
         return msg;
     }
     return NULL;
+}
+
+/* Read all of the file at |path| (malloc'ed, *|len_p| bytes), or NULL */
+static char *slurp(const char *path, size_t *len_p)
+{
+    FILE *f = fopen(path, "r");
+    if (NULL == f) {
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    char chunk[4096];
+    size_t n;
+    bool ok = true;
+    while (ok && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        ok = append(&text, &len, chunk, n);
+    }
+    fclose(f);
+    if (!ok) {
+        free(text);
+        return NULL;
+    }
+    *len_p = len;
+    return NULL != text ? text : strdup("");
+}
+
+bool opal_btl_usnic_help_same_text(const char *first, const char *ours)
+{
+    size_t alen = 0, blen = 0;
+    char *a = slurp(first, &alen);
+    if (NULL == a) {
+        return true; /* nothing in front of ours */
+    }
+    char *b = slurp(ours, &blen);
+    bool same = NULL == b || (alen == blen && 0 == memcmp(a, b, alen));
+    free(a);
+    free(b);
+    return same;
 }

@@ -7,6 +7,7 @@
 #define OPAL_BTL_USNIC_HELP_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #define OPAL_BTL_USNIC_HELP_FILE "help-mpi-btl-usnic.txt"
 
@@ -21,5 +22,16 @@ char *opal_btl_usnic_help_topic(const char *path, const char *topic);
 /* |topic| rendered with the arguments |ap| and framed like show_help's
  * messages (malloc'ed), or NULL if no directory added has it */
 char *opal_btl_usnic_help_vrender(const char *topic, va_list ap);
+
+/* Does Open MPI's show_help render our topics from our file?  Set when
+ * the component registers (add_help_dirs); false on 6.0 and later, and
+ * where a different help-mpi-btl-usnic.txt in Open MPI's data directory,
+ * which show_help searches first, would shadow the one beside the plugin
+ * (an older install): opal_btl_usnic_show_help then renders its own. */
+extern bool opal_btl_usnic_help_via_runtime;
+
+/* Is the file at |first| (the one show_help finds first) absent, or the
+ * same text as |ours|, or |ours| absent (then |first| is all there is)? */
+bool opal_btl_usnic_help_same_text(const char *first, const char *ours);
 
 #endif /* OPAL_BTL_USNIC_HELP_H */

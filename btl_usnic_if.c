@@ -78,6 +78,83 @@ bool opal_btl_usnic_if_list_matches(const char *list, const char *ifname, const 
     return match;
 }
 
+uint32_t opal_btl_usnic_if_list_match_mask(const char *list, const char *ifname, const char *domain, uint32_t ipv4)
+{
+    uint32_t mask = 0;
+    char *copy = strdup(list);
+    char *save = NULL;
+    int index = 0;
+    for (char *tok = strtok_r(copy, ", ", &save); NULL != tok; tok = strtok_r(NULL, ", ", &save), ++index) {
+        bool bad;
+        /* entries past the 32nd, and invalid ones (reported on their
+         * own), count as matched: never called unmatched by mistake */
+        if (index >= 32 || entry_matches(tok, ifname, domain, ipv4, &bad) || bad) {
+            mask |= (index >= 32) ? 0 : (1u << index);
+        }
+    }
+    free(copy);
+    return mask;
+}
+
+/* Append |s| to |buf| (of |len| bytes), after ", " unless it is empty */
+static void append_item(char *buf, size_t len, const char *s)
+{
+    size_t used = strlen(buf);
+    if (used < len) {
+        snprintf(buf + used, len - used, "%s%s", 0 == used ? "" : ", ", s);
+    }
+}
+
+void opal_btl_usnic_if_list_unmatched(const char *list, uint32_t matched, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    char *copy = strdup(list);
+    char *save = NULL;
+    int index = 0;
+    for (char *tok = strtok_r(copy, ", ", &save); NULL != tok && index < 32;
+         tok = strtok_r(NULL, ", ", &save), ++index) {
+        if (0 == (matched & (1u << index))) {
+            append_item(buf, len, tok);
+        }
+    }
+    free(copy);
+}
+
+int opal_btl_usnic_if_host_list(opal_btl_usnic_host_if_t *ifs, int max)
+{
+    struct ifaddrs *all = NULL;
+    if (0 != getifaddrs(&all)) {
+        return 0;
+    }
+    int n = 0;
+    for (const struct ifaddrs *i = all; NULL != i && n < max; i = i->ifa_next) {
+        if (NULL == i->ifa_addr || AF_INET != i->ifa_addr->sa_family || !(i->ifa_flags & IFF_UP)) {
+            continue;
+        }
+        snprintf(ifs[n].name, sizeof(ifs[n].name), "%s", i->ifa_name);
+        ifs[n].ipv4 = ((const struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr;
+        ifs[n].netmask = NULL != i->ifa_netmask ? ((const struct sockaddr_in *) i->ifa_netmask)->sin_addr.s_addr : 0;
+        ++n;
+    }
+    freeifaddrs(all);
+    return n;
+}
+
+void opal_btl_usnic_if_describe(const opal_btl_usnic_host_if_t *ifs, int n, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (int i = 0; i < n; ++i) {
+        char addr[INET_ADDRSTRLEN] = "?";
+        char item[IFNAMSIZ + INET_ADDRSTRLEN + 8];
+        (void) inet_ntop(AF_INET, &ifs[i].ipv4, addr, sizeof(addr));
+        snprintf(item, sizeof(item), "%s %s/%d", ifs[i].name, addr, __builtin_popcount(ifs[i].netmask));
+        append_item(buf, len, item);
+    }
+    if ('\0' == buf[0]) {
+        snprintf(buf, len, "(no IPv4 interface is up)");
+    }
+}
+
 int opal_btl_usnic_ifname_for_ipv4(uint32_t ipv4, char *name, size_t len)
 {
     struct ifaddrs *ifs = NULL;

@@ -39,17 +39,16 @@ static void note_bad_param(const char *name, const char *value, const char *allo
     }
 }
 
-void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...)
+bool opal_btl_usnic_help_speaks(bool once_per_host)
 {
-    if (once_per_host && 0 != opal_process_info.my_local_rank) {
-        return;
-    }
+    return !once_per_host || 0 == opal_process_info.my_local_rank;
+}
+
+void opal_btl_usnic_show_help_own(const char *topic, ...)
+{
     va_list ap;
     va_start(ap, topic);
     char *msg = opal_btl_usnic_help_vrender(topic, ap);
-    if (NULL == msg) {
-        msg = opal_show_help_vstring(OPAL_BTL_USNIC_HELP_FILE, topic, true, ap);
-    }
     va_end(ap);
     if (NULL != msg) {
         fprintf(stderr, "%s", msg);
@@ -60,12 +59,7 @@ void opal_btl_usnic_show_help(bool once_per_host, const char *topic, ...)
 
 void opal_btl_usnic_report_bad_params(void)
 {
-    /* Every process sees the same parameters: one message per host is
-     * enough.  It goes to stderr (forwarded by mpirun like any output)
-     * rather than through opal_show_help: mpirun of Open MPI 4.1 loses
-     * about one in four help messages sent this early in MPI_Init
-     * ("ORTE_ERROR_LOG: Data unpack would read past end of buffer" in
-     * orte/util/show_help.c). */
+    /* Every process sees the same parameters: one message per host */
     for (int i = 0; i < num_bad_params; ++i) {
         opal_btl_usnic_show_help(true, "bad parameter value", opal_process_info.nodename, bad_params[i].name,
                                  bad_params[i].value, bad_params[i].allowed);

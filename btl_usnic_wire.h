@@ -67,6 +67,28 @@ static inline int opal_btl_usnic_wire_choose(int param, const char *provider)
     return OPAL_BTL_USNIC_WIRE_OFI;
 }
 
+/**
+ * Does libfabric's provider filter |fi_provider| (the FI_PROVIDER
+ * environment variable: "a,b" keeps only those, "^a,b" drops those; NULL
+ * or empty keeps all) hide provider |provider|?  Pure.
+ */
+static inline bool opal_btl_usnic_fi_provider_hides(const char *fi_provider, const char *provider)
+{
+    if (NULL == fi_provider || '\0' == fi_provider[0]) {
+        return false;
+    }
+    bool drop = '^' == fi_provider[0];
+    const char *p = fi_provider + (drop ? 1 : 0);
+    size_t plen = strlen(provider);
+    bool listed = false;
+    while ('\0' != *p && !listed) {
+        size_t n = strcspn(p, ",");
+        listed = n == plen && 0 == strncmp(p, provider, n);
+        p += n + (',' == p[n] ? 1 : 0);
+    }
+    return drop ? listed : !listed;
+}
+
 struct opal_btl_usnic_modex_t;
 
 /* What a wire can do, filled by its open; read-only afterwards */

@@ -677,6 +677,9 @@ static void show_sock_error(opal_btl_usnic_module_t *module, const char *call, i
 {
     opal_btl_usnic_show_help(false, "socket wire failed", opal_process_info.nodename, module->if_name, call,
                              strerror(err));
+    snprintf(opal_btl_usnic_globals.open_why, sizeof(opal_btl_usnic_globals.open_why),
+             "the socket wire could not open a UDP socket on %s: %s: %s (errno %d)", module->if_name, call,
+             strerror(err), err);
 }
 
 /* A non-blocking UDP socket bound to |ipv4| (any port), with the DF bit
@@ -685,13 +688,15 @@ static void show_sock_error(opal_btl_usnic_module_t *module, const char *call, i
  * kernel sends up to the interface's MTU whatever ICMP told it about the
  * route, so a forged "fragmentation needed" can neither shrink nor fail
  * our sends; the search (btl_usnic_pmtu.c) finds what the path carries. */
-static int bound_socket(uint32_t ipv4, int *err_p)
+static int bound_socket(uint32_t ipv4, int *err_p, const char **call_p)
 {
+    *call_p = "socket";
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *err_p = errno;
         return -1;
     }
+    *call_p = "bind";
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = ipv4};
     int pmtu = opal_btl_usnic_globals.pmtu_discovery ? IP_PMTUDISC_PROBE : IP_PMTUDISC_DO;
     if (0 != bind(fd, (struct sockaddr *) &sin, sizeof(sin)) ||
@@ -706,9 +711,10 @@ static int bound_socket(uint32_t ipv4, int *err_p)
 bool opal_btl_usnic_wire_sock_usable(uint32_t ipv4, char *why, size_t len)
 {
     int err = 0;
-    int fd = bound_socket(ipv4, &err);
+    const char *call;
+    int fd = bound_socket(ipv4, &err, &call);
     if (fd < 0) {
-        snprintf(why, len, "a UDP socket on the interface's address: %s", strerror(err));
+        snprintf(why, len, "a UDP socket on the interface's address: %s: %s (errno %d)", call, strerror(err), err);
         return false;
     }
     close(fd);
@@ -770,10 +776,11 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
     opal_btl_usnic_component_t *comp = &opal_btl_usnic_globals;
     sock_channel_t *ch = &module->sock->chan[c];
     int err = 0;
+    const char *call;
     ch->index = c;
-    ch->fd = bound_socket(module->ipv4, &err);
+    ch->fd = bound_socket(module->ipv4, &err, &call);
     if (ch->fd < 0) {
-        show_sock_error(module, "socket/bind", err);
+        show_sock_error(module, call, err);
         return OPAL_ERR_UNREACH;
     }
     ch->rcvbuf = opal_btl_usnic_socket_buffer(ch->fd, SO_RCVBUFFORCE, SO_RCVBUF, rcvbuf);

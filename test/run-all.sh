@@ -8,7 +8,9 @@
 #
 # Suites: unit tests of the reliability engine (plain and under
 # AddressSanitizer), a bounded libFuzzer run of the receive side, parameter
-# and selection tests, MPI integration tests over "--mca pml ob1 --mca btl
+# and selection tests, the BTL's messages (every help topic through
+# show_help, interface filters matching nothing, each cause of "no usable
+# device"), MPI integration tests over "--mca pml ob1 --mca btl
 # usnic,self" (2-4 ranks, NetPIPE, valgrind), hostile datagrams, dead peers
 # (SIGSTOP and kill -9), attacks on the datagrams and the connectivity
 # agent (each also shown to work against btl_usnic_protection=none),
@@ -46,7 +48,7 @@
 # All traffic stays on loopback (the host's or the namespace's).
 #
 # Then the Open MPI 5 leg: the same sources built against Open MPI 5.0
-# (with -Werror), installed there, and the unit, parameter, MPI
+# (with -Werror), installed there, and the unit, parameter, message, MPI
 # integration (NetPIPE included), PUT and one-sided (osc/rdma), 1% loss,
 # duplication/reordering, incast, two-host, path MTU, real-client and dgcheck (MPI,
 # PUT, 1% loss) suites run again on it, then what else the 4.1 leg runs:
@@ -191,6 +193,7 @@ run_suite "unit tests" make -C "$ROOT" --no-print-directory check
 run_suite "unit tests under ASan" make -C "$ROOT" --no-print-directory check-asan
 run_suite "receive-side fuzzing" bash "$ROOT/test/fuzz/run-fuzz.sh"
 run_suite "parameters and selection" bash "$ROOT/test/params/run-param-tests.sh"
+run_suite "messages: help topics, interface filters, no usable device" bash "$ROOT/test/help/run-help-tests.sh"
 run_suite "MPI_THREAD_MULTIPLE stress (and helgrind)" bash "$ROOT/test/mpi/run-threads-stress.sh"
 run_suite "MPI integration over usnic" env BTL=usnic,self MPIRUN_EXTRA="--mca btl_usnic_if_include lo" \
     NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
@@ -263,6 +266,8 @@ else
         run_suite "$L5: installed, API v3.3.0" ompi5_installed
         run_suite "$L5: unit tests" make -C "$ROOT" --no-print-directory OMPI="$OMPI5" check
         run_suite "$L5: parameters and selection" env USNIC_OMPI="$OMPI5" bash "$ROOT/test/params/run-param-tests.sh"
+        run_suite "$L5: messages: help topics, interface filters, no usable device" env USNIC_OMPI="$OMPI5" \
+            bash "$ROOT/test/help/run-help-tests.sh"
         run_suite "$L5: MPI integration over usnic" env USNIC_OMPI="$OMPI5" BTL=usnic,self \
             MPIRUN_EXTRA="--mca btl_usnic_if_include lo" NETPIPE=1 bash "$ROOT/test/run-mpi-tests.sh"
         run_suite "$L5: PUT, one-sided over osc rdma, forged PUTs" env USNIC_OMPI="$OMPI5" \

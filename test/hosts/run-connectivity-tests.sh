@@ -25,6 +25,9 @@
 #                    any size", completes over veth2
 #   mtu-abort        as mtu-unreachable with policy abort: non-zero exit,
 #                    the message, within the bound
+#   no usable device btl usnic,tcp,self, btl_usnic_if_include matching
+#                    nothing, 2 ranks per host: "no usable device" once per
+#                    host, each naming its host; the job runs over tcp
 #
 # Environment: TEST_TIMEOUT (120 s per job), CC_TIMEOUT_MS (100),
 # CC_RETRIES (3), HOSTS_BUILD_DIR, MPICC, MPIRUN.  Output "ok"/"FAIL"
@@ -232,6 +235,31 @@ else
         ok "$name: $NMSG message(s), check ${MSG_MS} ms; job COMPLETED over veth2 (${SECS}s)"
     else
         fail "$name (${SECS}s)" "exit $RC: the job did not complete over veth2" "$log"
+    fi
+fi
+
+# ---------------------------------------------------------------------
+# No usable device on either host (issue 29): "no usable device" once per
+# host (its local rank 0), each naming its own host, the job over tcp
+# ---------------------------------------------------------------------
+name="no usable device, 2 hosts x 2 ranks: one message per host"
+log=$LOG_DIR/no-device.log
+if ! "$MPICC" -Wall -Wextra -Werror -O2 -o "$BUILD_DIR/ring" "$SCRIPT_DIR/../params/ring.c" > "$log" 2>&1; then
+    fail "$name" "cannot build ring.c" "$log"
+else
+    ns_argv "$HOSTS_HEAD"
+    timeout -k 10 "$TEST_TIMEOUT" "${NS_ARGV[@]}" "$MPIRUN" --allow-run-as-root --hostfile "$HOSTFILE" \
+        --map-by node --bind-to none $(rsh_agent_args "$AGENT") $(oob_net_args "$HOSTS_NET1.0/24") \
+        --mca pml ob1 --mca btl usnic,tcp,self --mca btl_tcp_if_include "$HOSTS_NET1.0/24" \
+        --mca btl_usnic_if_include 10.99.0.0/16 -np 4 "$BUILD_DIR/ring" > "$log" 2>&1 < /dev/null
+    RC=$?
+    nodev=$(tr -d '\000' < "$log" | grep -c "The usnic BTL found no interface it can use on this host")
+    if [ "$RC" -eq 0 ] && grep -q "PASS ring" "$log" && [ "$nodev" -eq 2 ] &&
+       [ "$(tr -d '\000' < "$log" | grep -cE "^  Host: +($H1|$H2)$")" -ge 2 ] &&
+       tr -d '\000' < "$log" | grep -qE "^  Host: +$H1$" && tr -d '\000' < "$log" | grep -qE "^  Host: +$H2$"; then
+        ok "$name: said by each host once, job ran over tcp"
+    else
+        fail "$name" "exit $RC, $nodev messages (want 2, one naming each host)" "$log"
     fi
 fi
 

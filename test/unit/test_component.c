@@ -62,4 +62,24 @@ static void test_wire_choose_default_providers(void)
     CHECK_EQ(opal_btl_usnic_wire_choose(AUTO, "udp"), AUTO);
 }
 
-UNIT_MAIN(UNIT_TEST(test_wire_choose_table), UNIT_TEST(test_wire_choose_default_providers))
+/* FI_PROVIDER as libfabric reads it: a list keeps only those, "^list"
+ * drops those, unset or empty keeps all */
+static void test_fi_provider_hides(void)
+{
+    static const struct {
+        const char *env, *prov;
+        bool hides;
+    } rows[] = {
+        {NULL, "udp", false},       {"", "udp", false},        {"tcp", "udp", true},
+        {"tcp", "usnic", true},     {"udp", "udp", false},     {"tcp,udp", "udp", false},
+        {"udp,tcp", "udp", false},  {"tcp,udpx", "udp", true}, {"^udp", "udp", true},
+        {"^tcp", "udp", false},     {"^tcp,udp", "udp", true}, {"ud", "udp", true},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
+        if (!CHECK_EQ(opal_btl_usnic_fi_provider_hides(rows[i].env, rows[i].prov), rows[i].hides)) {
+            fprintf(stderr, "  FI_PROVIDER=%s provider %s\n", rows[i].env ? rows[i].env : "(unset)", rows[i].prov);
+        }
+    }
+}
+
+UNIT_MAIN(UNIT_TEST(test_wire_choose_table), UNIT_TEST(test_wire_choose_default_providers), UNIT_TEST(test_fi_provider_hides))

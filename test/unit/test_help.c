@@ -140,4 +140,26 @@ static void test_help_real_file_topics(void)
     CHECK_GT(topics, 10);
 }
 
-UNIT_MAIN(UNIT_TEST(test_help_topic_text), UNIT_TEST(test_help_render_framed), UNIT_TEST(test_help_real_file_topics))
+/* show_help renders our topics only if what it finds first (Open MPI's
+ * data directory) is absent or our text */
+static void test_help_same_text(void)
+{
+    char *a = make_help_dir("[t]\nsame\n"), *b = make_help_dir("[t]\nsame\n"), *c = make_help_dir("[t]\nolder\n");
+    if (!CHECK_PTR_NE(a, NULL) || !CHECK_PTR_NE(b, NULL) || !CHECK_PTR_NE(c, NULL)) {
+        return;
+    }
+    char pa[256], pb[256], pc[256];
+    snprintf(pa, sizeof(pa), "%s/%s", a, OPAL_BTL_USNIC_HELP_FILE);
+    snprintf(pb, sizeof(pb), "%s/%s", b, OPAL_BTL_USNIC_HELP_FILE);
+    snprintf(pc, sizeof(pc), "%s/%s", c, OPAL_BTL_USNIC_HELP_FILE);
+    CHECK_EQ(opal_btl_usnic_help_same_text(pa, pb), true);
+    CHECK_EQ(opal_btl_usnic_help_same_text(pc, pb), false); /* an older copy in front of ours */
+    CHECK_EQ(opal_btl_usnic_help_same_text("/nonexistent/x.txt", pb), true);
+    CHECK_EQ(opal_btl_usnic_help_same_text(pc, "/nonexistent/x.txt"), true);
+    remove_help_dir(a);
+    remove_help_dir(b);
+    remove_help_dir(c);
+}
+
+UNIT_MAIN(UNIT_TEST(test_help_topic_text), UNIT_TEST(test_help_render_framed), UNIT_TEST(test_help_real_file_topics),
+          UNIT_TEST(test_help_same_text))

@@ -7,6 +7,7 @@
 #include "opal_config.h"
 
 #include <arpa/inet.h>
+#include <string.h>
 
 #include "btl_usnic.h"
 #include "unit.h"
@@ -160,6 +161,50 @@ static void test_if_list_keeps_first_report(void)
     free(bad);
 }
 
+/* Entries that match nothing: masks ORed over interfaces, then named */
+static void test_if_list_unmatched(void)
+{
+    const char *list = "lo, eth7,10.99.0.0/16 192.0.2.0/24,10.0.0.0/99";
+    uint32_t m = opal_btl_usnic_if_list_match_mask(list, "lo", NULL, ip("127.0.0.1"));
+    CHECK_EQ(m, 0x1u | 0x10u); /* lo, and the invalid entry (reported on its own) */
+    m |= opal_btl_usnic_if_list_match_mask(list, "eth0", "eth0", ip("192.0.2.2"));
+    CHECK_EQ(m, 0x1u | 0x8u | 0x10u);
+    char buf[128];
+    opal_btl_usnic_if_list_unmatched(list, m, buf, sizeof(buf));
+    CHECK_STR(buf, "eth7, 10.99.0.0/16");
+    /* a domain name matches too (usnic_0 of the ofi wire) */
+    CHECK_EQ(opal_btl_usnic_if_list_match_mask("usnic_0", "eth4", "usnic_0", ip("10.0.0.1")), 0x1u);
+    opal_btl_usnic_if_list_unmatched("lo,eth0", 0x3u, buf, sizeof(buf));
+    CHECK_STR(buf, "");
+    /* entries past the 32nd are never called unmatched */
+    char many[33 * 4 + 8] = "";
+    for (int i = 0; i < 33; ++i) {
+        strcat(many, "x,");
+    }
+    strcat(many, "y");
+    CHECK_EQ(opal_btl_usnic_if_list_match_mask(many, "z", NULL, 0), 0u);
+    opal_btl_usnic_if_list_unmatched(many, 0, buf, sizeof(buf));
+    CHECK_EQ(strstr(buf, "y") == NULL, true);
+}
+
+/* The interfaces found, as messages name them */
+static void test_if_describe(void)
+{
+    opal_btl_usnic_host_if_t ifs[2] = {{"lo", 0, 0}, {"eth0", 0, 0}};
+    ifs[0].ipv4 = ip("127.0.0.1");
+    ifs[0].netmask = ip("255.0.0.0");
+    ifs[1].ipv4 = ip("192.0.2.2");
+    ifs[1].netmask = ip("255.255.255.0");
+    char buf[128];
+    opal_btl_usnic_if_describe(ifs, 2, buf, sizeof(buf));
+    CHECK_STR(buf, "lo 127.0.0.1/8, eth0 192.0.2.2/24");
+    opal_btl_usnic_if_describe(ifs, 0, buf, sizeof(buf));
+    CHECK_STR(buf, "(no IPv4 interface is up)");
+    char tiny[12];
+    opal_btl_usnic_if_describe(ifs, 2, tiny, sizeof(tiny)); /* cut, terminated */
+    CHECK_EQ(strlen(tiny) < sizeof(tiny), true);
+}
+
 static opal_btl_usnic_modex_t mod(const char *addr, int prefix)
 {
     opal_btl_usnic_modex_t m;
@@ -222,5 +267,5 @@ static void test_datagram_mtu_arithmetic(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_datagram_mtu_arithmetic), UNIT_TEST(test_parse_cidr_valid), UNIT_TEST(test_parse_cidr_invalid), UNIT_TEST(test_if_list_matches),
-          UNIT_TEST(test_if_list_keeps_first_report),
+          UNIT_TEST(test_if_list_keeps_first_report), UNIT_TEST(test_if_list_unmatched), UNIT_TEST(test_if_describe),
           UNIT_TEST(test_pair_modules))

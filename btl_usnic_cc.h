@@ -66,6 +66,7 @@ typedef struct opal_btl_usnic_cc_t {
     unsigned drained_rounds;    /* rounds in a row whose least queueing delay fell below target / 2 */
     uint64_t round_cwnd;        /* the window when the current round began */
     uint64_t queue_cwnd;        /* the window when the first of those rounds began */
+    bool pacing;                /* the path showed a queue: sends are paced (until a round trip without) */
     double tokens;              /* pacing: bytes that may leave now (negative: owed) */
     uint64_t tokens_time;       /* when tokens were last refilled */
 } opal_btl_usnic_cc_t;
@@ -106,7 +107,8 @@ opal_btl_usnic_cc_event_t opal_btl_usnic_cc_timeout(opal_btl_usnic_cc_t *cc, con
 /* The last timeout was spurious: give back what it cut */
 void opal_btl_usnic_cc_undo(opal_btl_usnic_cc_t *cc);
 
-/* Bytes per microsecond the pacer lets out (0: unlimited, no RTT yet) */
+/* Bytes per microsecond the pacer lets out (0: unlimited: no RTT yet, or
+ * no queue seen since the last round trip without one) */
 double opal_btl_usnic_cc_rate(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path);
 
 /* May a datagram leave now?  (the pacer's tokens, refilled to |now|) */

@@ -102,6 +102,8 @@ struct opal_btl_usnic_sock_state {
     bool gso;               /* the kernel takes UDP_SEGMENT on our sockets */
 
     uint8_t *fast_buf;      /* the fast path's receive buffer (priority channel) */
+    int64_t clock_offset;   /* the real-time clock less the engine's (us), for kernel timestamps */
+    uint64_t clock_offset_at; /* engine time it was read (0: never) */
 
     /* send scratch: one offload send or one sendmmsg */
     struct iovec iov[2 * SOCK_TX_MSGS];
@@ -486,13 +488,23 @@ static uint64_t arrival_of(struct msghdr *mh, int64_t real_minus_mono)
     return 0;
 }
 
+/* Re-read the two clocks' offset this often (us): only an adjustment of
+ * the real-time clock moves it */
+#define SOCK_CLOCK_OFFSET_AGE 100000u
+
 /* The real-time clock less the engine's (us): converts kernel timestamps */
-static int64_t real_minus_mono(void)
+static int64_t real_minus_mono(opal_btl_usnic_module_t *module)
 {
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    uint64_t mono = opal_btl_usnic_clock_usec();
-    return (int64_t) rt.tv_sec * 1000000 + rt.tv_nsec / 1000 - (int64_t) mono;
+    sock_state_t *st = module->sock;
+    uint64_t now = module->eng.now;
+    if (0 == st->clock_offset_at || now - st->clock_offset_at >= SOCK_CLOCK_OFFSET_AGE) {
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        uint64_t mono = opal_btl_usnic_clock_usec();
+        st->clock_offset = (int64_t) rt.tv_sec * 1000000 + rt.tv_nsec / 1000 - (int64_t) mono;
+        st->clock_offset_at = now;
+    }
+    return st->clock_offset;
 }
 
 /* One receive (a datagram, or a coalesced run of them from one peer) */
@@ -547,7 +559,7 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
         }
         /* the clock moves within a long pass (ACK holds, btl_usnic_cc.c) */
         opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
-        int64_t clock_offset = ch->stamps ? real_minus_mono() : 0;
+        int64_t clock_offset = ch->stamps ? real_minus_mono(module) : 0;
         for (int i = 0; i < n; ++i) {
             recv_one(module, ch, i, ch->rmsgs[i].msg_len, clock_offset);
         }
@@ -579,7 +591,7 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
         return false;
     }
     uint64_t src = addr_of(&sin);
-    uint64_t arrival = ch->stamps ? arrival_of(&mh, real_minus_mono()) : 0;
+    uint64_t arrival = (mh.msg_controllen > 0) ? arrival_of(&mh, real_minus_mono(module)) : 0;
     if ((size_t) len > ch->mtu) {
         recv_datagram(module, ch, st->fast_buf, (size_t) len, src, arrival); /* counts it */
         return false;
@@ -790,8 +802,12 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
     if (want_gro && !ch->gro) {
         opal_btl_usnic_verbose(5, "%s: no coalesced receives (UDP_GRO: %s)", module->if_name, strerror(errno));
     }
-    /* arrival times for the congestion control's delay samples, which
-     * must not count the time a descheduled process took to read */
+    /* arrival times: an explicit ACK's hold counts the time a busy or
+     * descheduled receiver took to read the data, and the sender's sample
+     * ends when the ACK reached the host, not when a long pass of posting
+     * let us read it; the congestion control's delay samples leave both
+     * out (the clocks' offset is read at most every 100 ms: reading it per
+     * datagram cost the 8-byte round trip a fifth on loopback) */
     ch->stamps = comp->congestion_control && 0 == setsockopt(ch->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);

@@ -142,18 +142,23 @@ static void test_recovers_full_rate_on_an_idle_path(void)
     uint64_t now = 10;
     CHECK_EQ(feed(&cc, &p, BASE + 5000, &now, 2 * SRTT), OPAL_BTL_USNIC_CC_CUT_DELAY); /* congestion: half */
     CHECK_EQ_U(cc.cwnd, 20 * MSS);
-    /* the queue is gone (a round trip without it): one datagram more per round trip (AIMD) */
-    feed(&cc, &p, BASE, &now, SRTT);
+    /* a queue below the target: one datagram more per round trip (AIMD, where flows meet) */
+    feed(&cc, &p, BASE + TARGET / 2, &now, SRTT);
     uint64_t before = cc.cwnd;
-    round_trip(&cc, &p, &now, BASE);
+    round_trip(&cc, &p, &now, BASE + TARGET / 2);
     CHECK(cc.cwnd >= before + MSS - MSS / 10 && cc.cwnd <= before + MSS + MSS / 10);
+    /* no queue at all: 1.5x per round trip back to where it was */
+    feed(&cc, &p, BASE, &now, SRTT);
+    before = cc.cwnd;
+    round_trip(&cc, &p, &now, BASE);
+    CHECK(cc.cwnd >= before * 3 / 2 - MSS && cc.cwnd <= before * 3 / 2 + MSS);
     int rounds = 1;
     while (cc.cwnd < 40 * MSS && rounds < 100) {
-        round_trip(&cc, &p, &now, BASE + TARGET / 2);
+        round_trip(&cc, &p, &now, BASE);
         ++rounds;
     }
     CHECK_EQ_U(cc.cwnd >= 40 * MSS, 1);
-    CHECK_LE(rounds, 22); /* 20 datagrams back, 1 per round trip, rounding */
+    CHECK_LE(rounds, 2); /* 21 -> 32 -> 48 datagrams */
     /* and to the sequence window's worth, no further */
     cc.slow_start = true;
     for (int i = 0; i < 20; ++i) {
@@ -166,13 +171,14 @@ static void test_grows_only_while_in_use_and_unqueued(void)
 {
     opal_btl_usnic_cc_path_t p = path_of();
     opal_btl_usnic_cc_t cc = steady(40 * MSS, 0);
+    uint64_t now = 0;
+    feed(&cc, &p, BASE + TARGET / 2, &now, 2 * SRTT); /* a queue below the target: AIMD */
     /* application-limited: less than half the window in flight */
     opal_btl_usnic_cc_acked(&cc, &p, MSS, 19 * MSS);
     CHECK_EQ_U(cc.cwnd, 40 * MSS);
     opal_btl_usnic_cc_acked(&cc, &p, 40 * MSS, 20 * MSS);
     CHECK_EQ_U(cc.cwnd, 41 * MSS);
     /* the path queues above the target: no growth either */
-    uint64_t now = 0;
     feed(&cc, &p, BASE + TARGET + 1, &now, 2 * SRTT);
     uint64_t w = cc.cwnd;
     opal_btl_usnic_cc_acked(&cc, &p, w, w);
@@ -225,10 +231,32 @@ static void test_loss_mode_beside_a_queue_others_fill(void)
     CHECK(!cc.loss_mode);
 }
 
+/* Pacing starts with a cut and stops after a round trip without a queue */
+static void test_pacing_follows_the_queue(void)
+{
+    opal_btl_usnic_cc_path_t p = path_of();
+    opal_btl_usnic_cc_t cc = steady(100 * MSS, 0);
+    uint64_t now = 0;
+    CHECK(!cc.pacing);
+    CHECK_EQ(feed(&cc, &p, BASE + 2 * TARGET, &now, 3 * SRTT), OPAL_BTL_USNIC_CC_CUT_DELAY);
+    CHECK(cc.pacing);
+    CHECK(opal_btl_usnic_cc_rate(&cc, &p) > 0.0);
+    feed(&cc, &p, BASE + TARGET / 2, &now, 3 * SRTT); /* a queue, below the target */
+    CHECK(cc.pacing);
+    feed(&cc, &p, BASE + TARGET / 8, &now, 3 * SRTT); /* none left */
+    CHECK(!cc.pacing);
+    CHECK(0.0 == opal_btl_usnic_cc_rate(&cc, &p));
+    CHECK_EQ(opal_btl_usnic_cc_loss(&cc, &p, now + 1), OPAL_BTL_USNIC_CC_CUT_LOSS);
+    CHECK(cc.pacing);
+}
+
 static void test_pacing_intervals(void)
 {
     opal_btl_usnic_cc_path_t p = path_of();
     opal_btl_usnic_cc_t cc = steady(15 * MSS, 0);
+    /* a path that never queued is not paced */
+    CHECK(0.0 == opal_btl_usnic_cc_rate(&cc, &p));
+    cc.pacing = true; /* as after a cut */
     /* 1.25 * 22500 B / 1000 us = 28.125 B/us: a 1500-byte datagram every 53.3 us */
     double rate = opal_btl_usnic_cc_rate(&cc, &p);
     CHECK(rate > 28.12 && rate < 28.13);
@@ -315,6 +343,7 @@ static void test_paced_endpoint_waits_in_progress(void)
     ep->tx.peer_credit = 100000000;
     ep->timer.srtt = SRTT;
     ep->cc.slow_start = false;
+    ep->cc.pacing = true; /* as after a cut */
     ep->cc.cwnd = 64 * 1100; /* rate 1.25 * 70400 / 1000 = 88 B/us */
     for (int i = 0; i < 20; ++i) {
         opal_btl_usnic_send_frag_t *frag = fx_alloc(&fx, ep, 1000, MCA_BTL_DES_FLAGS_BTL_OWNERSHIP);
@@ -390,5 +419,5 @@ UNIT_MAIN(UNIT_TEST(test_rising_delay_cuts_once_per_round_trip), UNIT_TEST(test_
           UNIT_TEST(test_loss_cuts_once_per_round_trip),
           UNIT_TEST(test_recovers_full_rate_on_an_idle_path), UNIT_TEST(test_grows_only_while_in_use_and_unqueued),
           UNIT_TEST(test_slow_start_doubles_until_the_first_queue), UNIT_TEST(test_loss_mode_beside_a_queue_others_fill),
-          UNIT_TEST(test_pacing_intervals), UNIT_TEST(test_window_is_the_smaller_of_grant_and_cwnd),
+          UNIT_TEST(test_pacing_follows_the_queue), UNIT_TEST(test_pacing_intervals), UNIT_TEST(test_window_is_the_smaller_of_grant_and_cwnd),
           UNIT_TEST(test_paced_endpoint_waits_in_progress), UNIT_TEST(test_hold_is_removed_from_the_sample))

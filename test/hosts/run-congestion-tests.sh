@@ -23,7 +23,8 @@
 #                  1 (host 2), ranks 2 and 3 ping-pong 8 bytes beside it,
 #                  usnic and btl/tcp: every byte verified (PASS), no
 #                  dead-peer message, usnic goodput >= STREAM_MIN (0.08) x
-#                  btl/tcp's, usnic resent <= RESENT_MAX (8) % of sent
+#                  btl/tcp's, the shaper's drops <= DROP_MAX (2) % of usnic's
+#                  segments, usnic resent <= RESENT_MAX (20) % of sent
 #   pingpong       the same jobs: p50 and p99 reported by both, and
 #                  usnic's p99 <= PP_P99_MAX (4) x btl/tcp's p99
 #   beside-tcp     the stream alone (2 ranks) beside an iperf3 TCP cubic
@@ -35,7 +36,7 @@
 #   incast2, incast4   2 and 4 senders (hosts 1 and 2) to one receiver on
 #                  host 3, usnic and btl/tcp: PASS, no dead-peer message,
 #                  usnic aggregate >= INCAST_MIN (0.5) x btl/tcp's, Jain's
-#                  index >= JAIN_MIN (0.7), resent <= RESENT_MAX %
+#                  index >= JAIN_MIN (0.7), drops and resent as for stream
 #
 # With the controller (issue 26) the bounds are lower still, and the
 # issue's goals are bench/congestion.sh's, reported met or missed there:
@@ -45,10 +46,15 @@
 # p99 was 12 ms, its ranks descheduled), so STREAM_MIN 0.08 fails only a
 # collapse; incast 0.71-0.79 x (INCAST_MIN 0.5) and 4 -> 1 Jain 0.78-0.86
 # with the controller on or off (JAIN_MIN 0.7: the senders' share of the
-# 2 cores sets it).  Resent: 1-6.4 % (the incasts' resends are mostly
-# timeouts while the verifying receiver is descheduled, not the shaper's
-# drops, 57-1327 packets per job), so RESENT_MAX 8, which still fails
-# HEAD's 10-34 % storms; the ping-pong's p99 keeps its bound.
+# 2 cores sets it).  Loss at the queue is counted where it happens, the
+# shaper's drop counter (tbf on the switch's port): 0.02-0.5 % of usnic's
+# segments with the controller (8-1329 packets per 5 s job), HEAD's stream
+# lost 2.5-13 % there, so DROP_MAX 2.  usnic's resent share is no measure
+# of it with the controller: in the incasts 1-8.2 % were resent while the
+# shaper dropped 85 packets in 322915 segments (timeouts while the
+# verifying receiver, sharing a core, was descheduled: each resends a
+# batch of up to 44); RESENT_MAX 20 still fails a storm.  The ping-pong's
+# p99 keeps its bound.
 #
 # Why these bounds and not the issue's (0.9 x btl/tcp, 1 % resent, Jain
 # 0.9, share 0.5..2, p99 no worse than btl/tcp's): this VM has 2 cores,
@@ -59,7 +65,7 @@
 # measurements behind this suite, usnic likewise), so a bound at 0.9 would
 # fail on noise about as often as on a real loss; 0.6 still fails a
 # transport that collapses under drops (HEAD's stream: 0.6 of btl/tcp
-# in issue 26, 0.31-0.42 in this suite's runs).  The resent bound (5 % before the controller, 8 % with it) and
+# in issue 26, 0.31-0.42 in this suite's runs).  The resent bound (5 % before the controller; 20 % beside the drop bound with it) and
 # still fails a retransmission storm.  Jain 0.8: with 2 senders that is a
 # 1 : 2.3 split, with 4 one sender at a small fraction of the rest;
 # descheduled senders alone skew a 5 s run by a few tens of percent.  The
@@ -75,7 +81,7 @@
 # The strict goals are bench/congestion.sh's table.
 #
 # Environment: CC_SECONDS (5: timed part of each job), CC_RATE, CC_LIMIT,
-# CC_BURST, CC_DELAY (cc_lib.sh), STREAM_MIN, INCAST_MIN, RESENT_MAX,
+# CC_BURST, CC_DELAY (cc_lib.sh), STREAM_MIN, INCAST_MIN, RESENT_MAX, DROP_MAX,
 # JAIN_MIN, PP_P99_MAX, SHARE_MIN, SHARE_MAX, SHARE_REL, CC_TIMEOUT (40 s per job;
 # a job takes 6-8 s, so even 8 timed-out jobs stay near 6 min),
 # CC_CASES (default "bottleneck stream beside-tcp incast2 incast4";
@@ -90,7 +96,8 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export USNIC_WIRE=${USNIC_WIRE-socket}
 STREAM_MIN=${STREAM_MIN:-0.08}
 INCAST_MIN=${INCAST_MIN:-0.5}
-RESENT_MAX=${RESENT_MAX:-8}
+RESENT_MAX=${RESENT_MAX:-20}
+DROP_MAX=${DROP_MAX:-2}
 JAIN_MIN=${JAIN_MIN:-0.7}
 PP_P99_MAX=${PP_P99_MAX:-4}
 SHARE_MIN=${SHARE_MIN:-0.25}
@@ -201,19 +208,22 @@ fi
 # ---------------------------------------------------------------------
 # stream + ping-pong, usnic and btl/tcp
 # ---------------------------------------------------------------------
-check_resent() {   # NAME: usnic resent <= RESENT_MAX %
-    local pct=${R[$1,resent_pct]}
+check_resent() {   # NAME: the shaper's drops <= DROP_MAX % of usnic's sends, resent <= RESENT_MAX %
+    local pct=${R[$1,resent_pct]} sends=${R[$1,sends]} drops=${R[$1,drops]} dpct
     if [ -z "$pct" ] || [ "$pct" = "-" ]; then
         WHYNOT="$1: no usnic counters (num_total_sends, num_resends through MPI_T)"
         return 1
     fi
-    ge "$RESENT_MAX" "$pct" || { WHYNOT="$1: ${pct}% of segments resent (${R[$1,resends]}/${R[$1,sends]}), bound $RESENT_MAX%"; return 1; }
+    dpct=$(awk -v d="$drops" -v s="$sends" 'BEGIN { printf "%.2f", s > 0 ? 100 * d / s : 100 }')
+    ge "$DROP_MAX" "$dpct" ||
+        { WHYNOT="$1: the shaper dropped $drops packets, ${dpct}% of usnic's $sends segments, bound $DROP_MAX%"; return 1; }
+    ge "$RESENT_MAX" "$pct" || { WHYNOT="$1: ${pct}% of segments resent (${R[$1,resends]}/$sends), bound $RESENT_MAX%"; return 1; }
 }
 
 if want stream; then
     run_job stream-usnic usnic_on pair
     run_job stream-tcp tcp pair
-    name="stream (1 MiB verified, host 1 -> host 2, beside a ping-pong; usnic >= $STREAM_MIN x btl/tcp, resent <= $RESENT_MAX%)"
+    name="stream (1 MiB verified, host 1 -> host 2, beside a ping-pong; usnic >= $STREAM_MIN x btl/tcp, shaper drops <= $DROP_MAX% of its segments, resent <= $RESENT_MAX%)"
     u=${R[stream-usnic,MBps]} t=${R[stream-tcp,MBps]}
     if ! job_sane stream-usnic || ! job_sane stream-tcp; then
         fail "$name" "$WHYNOT" "$LOG_DIR/$( [ "${R[stream-usnic,ok]}" = 1 ] && echo stream-tcp || echo stream-usnic).log"
@@ -274,7 +284,7 @@ for n in 2 4; do
     want "incast$n" || continue
     run_job "incast$n-usnic" usnic_on "incast$n"
     run_job "incast$n-tcp" tcp "incast$n"
-    name="incast$n ($n senders on hosts 1 and 2 -> host 3; usnic aggregate >= $INCAST_MIN x btl/tcp, Jain >= $JAIN_MIN, resent <= $RESENT_MAX%)"
+    name="incast$n ($n senders on hosts 1 and 2 -> host 3; usnic aggregate >= $INCAST_MIN x btl/tcp, Jain >= $JAIN_MIN, shaper drops <= $DROP_MAX%, resent <= $RESENT_MAX%)"
     u=${R[incast$n-usnic,MBps]} t=${R[incast$n-tcp,MBps]} j=${R[incast$n-usnic,jain]}
     if ! job_sane "incast$n-usnic" || ! job_sane "incast$n-tcp"; then
         fail "$name" "$WHYNOT" "$LOG_DIR/$( [ "${R[incast$n-usnic,ok]}" = 1 ] && echo "incast$n-tcp" || echo "incast$n-usnic").log"

@@ -332,23 +332,15 @@ static void cc_count(opal_btl_usnic_engine_t *eng, opal_btl_usnic_cc_event_t ev)
     }
 }
 
-/* A loss was detected (a proven hole, duplicate ACKs) */
-static void congestion_loss(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+/* A loss was detected: a proven hole or duplicate ACKs, or a
+ * retransmission |timeout| (a loss unless the peer reports it premature) */
+static void congestion_loss(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, bool timeout)
 {
     if (eng->p.cc_enabled) {
         opal_btl_usnic_cc_path_t path;
         opal_btl_usnic_endpoint_cc_path(ep, &path);
-        cc_count(eng, opal_btl_usnic_cc_loss(&ep->cc, &path, eng->now));
-    }
-}
-
-/* A retransmission timeout: a loss unless the peer reports it premature */
-static void congestion_timeout(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
-{
-    if (eng->p.cc_enabled) {
-        opal_btl_usnic_cc_path_t path;
-        opal_btl_usnic_endpoint_cc_path(ep, &path);
-        cc_count(eng, opal_btl_usnic_cc_timeout(&ep->cc, &path, eng->now));
+        cc_count(eng, timeout ? opal_btl_usnic_cc_timeout(&ep->cc, &path, eng->now)
+                              : opal_btl_usnic_cc_loss(&ep->cc, &path, eng->now));
     }
 }
 
@@ -487,7 +479,7 @@ static void repair_proven_holes(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
         }
     }
     if (any) {
-        congestion_loss(eng, ep);
+        congestion_loss(eng, ep, false);
     }
 }
 
@@ -574,7 +566,7 @@ static void fast_retransmit(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     }
     retransmit_now(eng, ep, seg);
     OPAL_BTL_USNIC_STAT_INC(eng, num_fast_retrans);
-    congestion_loss(eng, ep);
+    congestion_loss(eng, ep, false);
 }
 
 /* A floor raised by premature timeouts halves back toward rto_floor_start
@@ -748,7 +740,7 @@ void opal_btl_usnic_retrans_expired(opal_btl_usnic_engine_t *eng, opal_btl_usnic
     }
     seg->ep->timer.last_timeout = eng->now;
     OPAL_BTL_USNIC_STAT_INC(eng, num_timeout_retrans);
-    congestion_timeout(eng, seg->ep);
+    congestion_loss(eng, seg->ep, true);
 }
 
 void opal_btl_usnic_describe_last_heard(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep,

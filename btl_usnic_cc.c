@@ -24,7 +24,9 @@
  * and the window comes back additively once samples are short again.
  *
  * The signal.  An explicit ACK carries how long the receiver held it
- * (btl_usnic_proto.h, the ACK's |hold|, 8 us units); the sender removes
+ * after the data reached its host (btl_usnic_proto.h, the ACK's |hold|:
+ * 4 us steps to 508 us, then 32 us steps; the socket wire's kernel
+ * arrival stamps, recv.c's |arrival|); the sender removes
  * it from the RTT of the newest segment the ACK covers (sent once:
  * Karn's rule).  ACKs that ride on data have no hold (it would be the
  * application's think time) and give no delay sample.  The base RTT is
@@ -115,8 +117,9 @@ static uint64_t min_window(const opal_btl_usnic_cc_path_t *path)
 
 static void window_set(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path, double w)
 {
+    /* at most the sequence window's worth, never below the floor */
+    uint64_t v = (w > (double) path->max_window) ? path->max_window : (uint64_t) w;
     uint64_t lo = min_window(path);
-    uint64_t v = (w < (double) lo) ? lo : (w > (double) path->max_window) ? path->max_window : (uint64_t) w;
     cc->cwnd = (v < lo) ? lo : v;
 }
 

@@ -38,6 +38,13 @@
 #   print_wire      prints "wire: WIRE_NAME ..." (every suite's first line,
 #                   so a log says which wire it ran on)
 # ---------------------------------------------------------------------
+# Logs are text, whatever a runtime writes into them: Open MPI 5.0's
+# mpirun now and then writes a NUL byte after a show_help message it
+# relays (seen in CI before "[host:pid] btl:usnic final stats"), and grep
+# would then call the whole log binary and print "binary file matches"
+# instead of the lines a check counts.
+grep() { command grep -a "$@"; }
+
 if [ -n "${USNIC_OMPI:-}" ] && [ "${USNIC_OMPI_ACTIVE:-}" != "$USNIC_OMPI" ]; then
     export PATH=$USNIC_OMPI/bin:$PATH
     export LD_LIBRARY_PATH=$USNIC_OMPI/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -102,7 +102,7 @@ run_suite() {
     "$@" 2>&1 | tee "$log"
     local rc=${PIPESTATUS[0]}
     local summary
-    summary=$(grep -E '^[A-Za-z-]*:? *[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    summary=$(grep -aE '^[A-Za-z-]*:? *[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
     local p f n
     p=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+')
     f=$(grep -oE '[0-9]+ failed' <<<"$summary" | grep -oE '[0-9]+')

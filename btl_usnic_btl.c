@@ -157,15 +157,15 @@ static int usnic_sendi(struct mca_btl_base_module_t *btl, struct mca_btl_base_en
                        uint8_t order, uint32_t flags, mca_btl_base_tag_t tag, mca_btl_base_descriptor_t **descriptor)
 {
     (void) order;
-    (void) flags;
-    if (NULL != descriptor) {
-        *descriptor = NULL;
-    }
     opal_btl_usnic_source_t src = convertor_source(conv, payload_size, true);
+    opal_btl_usnic_send_frag_t *instead = NULL;
     OPAL_BTL_USNIC_LOCK(); /* ep->failed is written under it (up_peer_failed, btl_usnic_module.c) */
     int rc = opal_btl_usnic_btl_sendi(&usnic_module(btl)->eng, ep, header, header_size, &src, payload_size, tag,
-                                      opal_btl_usnic_clock_usec());
+                                      flags, (NULL != descriptor) ? &instead : NULL, opal_btl_usnic_clock_usec());
     OPAL_BTL_USNIC_UNLOCK();
+    if (NULL != descriptor) {
+        *descriptor = (NULL != instead) ? &instead->base : NULL;
+    }
     return rc;
 }
 

@@ -135,12 +135,30 @@ int opal_btl_usnic_btl_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     return rc;
 }
 
+/* sendi's refusal: a descriptor for the same bytes, if the caller wants
+ * one, so that its btl_send completes later through our callback.  Open
+ * MPI 5's ob1 sends its control messages (FIN, ACK) this way and, given
+ * no descriptor, parks them until some other send of ours calls back: a
+ * refusal with nothing else in flight would park them for good. */
+static int sendi_refuse(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, size_t size, uint32_t flags,
+                        opal_btl_usnic_send_frag_t **instead)
+{
+    if (NULL != instead && !ep->failed) {
+        *instead = opal_btl_usnic_frag_alloc(eng, ep, size, flags);
+    }
+    return OPAL_ERR_RESOURCE_BUSY;
+}
+
 int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const void *header,
                              size_t header_size, const opal_btl_usnic_source_t *src, size_t payload_size,
-                             uint8_t tag, uint64_t now)
+                             uint8_t tag, uint32_t flags, opal_btl_usnic_send_frag_t **instead, uint64_t now)
 {
+    if (NULL != instead) {
+        *instead = NULL;
+    }
     if (header_size + payload_size > ep->max_frag_payload || ep->failed) {
-        return OPAL_ERR_RESOURCE_BUSY; /* the PML sends it the other way, or learns the peer failed */
+        /* the PML sends it the other way, or learns the peer failed */
+        return sendi_refuse(eng, ep, header_size + payload_size, flags, instead);
     }
     if (!opal_list_is_empty(&ep->tx.queue) ||
         !opal_btl_usnic_endpoint_room_for(ep, sizeof(opal_btl_usnic_hdr_t) + header_size + payload_size)) {
@@ -148,7 +166,7 @@ int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoi
          * ahead of its receiver would wait in a buffer of ours, and the
          * PML, told it was sent, would hand us the next one at once. */
         OPAL_BTL_USNIC_STAT_INC(eng, num_sendi_refused);
-        return OPAL_ERR_RESOURCE_BUSY;
+        return sendi_refuse(eng, ep, header_size + payload_size, flags, instead);
     }
     opal_btl_usnic_send_frag_t *frag =
         opal_btl_usnic_small_frag_alloc(&eng->pool, sizeof(opal_btl_usnic_hdr_t) + header_size + payload_size);

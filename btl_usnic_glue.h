@@ -74,10 +74,13 @@ int opal_btl_usnic_btl_send(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
  * full or fragments wait before it): the PML then sends it through a
  * request that completes when its fragment leaves (btl_send), so a
  * sender ahead of its receiver waits instead of piling up messages in
- * our buffers; OPAL_ERR_OUT_OF_RESOURCE when no fragment is free.
+ * our buffers; OPAL_ERR_OUT_OF_RESOURCE when no fragment is free.  On
+ * OPAL_ERR_RESOURCE_BUSY toward a live peer, *|instead| (if not NULL)
+ * is a descriptor of header_size + payload_size bytes with |flags|
+ * (btl_alloc's), for the caller to fill and btl_send, or NULL.
  */
 int opal_btl_usnic_btl_sendi(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, const void *header,
                              size_t header_size, const opal_btl_usnic_source_t *src, size_t payload_size,
-                             uint8_t tag, uint64_t now);
+                             uint8_t tag, uint32_t flags, opal_btl_usnic_send_frag_t **instead, uint64_t now);
 
 #endif /* OPAL_BTL_USNIC_GLUE_H */

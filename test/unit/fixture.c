@@ -551,7 +551,15 @@ int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t
              size_t payload_size, uint8_t tag)
 {
     opal_btl_usnic_source_t src = buffer_source(payload, false);
-    return opal_btl_usnic_btl_sendi(&fx->eng, ep, header, header_size, &src, payload_size, tag, fx->now);
+    return opal_btl_usnic_btl_sendi(&fx->eng, ep, header, header_size, &src, payload_size, tag,
+                                    MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, NULL, fx->now);
+}
+
+int fx_sendi_or_descriptor(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size,
+                           uint32_t flags, opal_btl_usnic_send_frag_t **instead, uint8_t tag)
+{
+    opal_btl_usnic_source_t src = buffer_source(NULL, false);
+    return opal_btl_usnic_btl_sendi(&fx->eng, ep, header, header_size, &src, 0, tag, flags, instead, fx->now);
 }
 
 unsigned fx_send_tiny(fx_t *fx, opal_btl_usnic_endpoint_t *ep, unsigned n, opal_btl_usnic_send_seg_t **segs)

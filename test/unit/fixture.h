@@ -232,6 +232,10 @@ opal_btl_usnic_send_frag_t *fx_prepare_src_packed(fx_t *fx, opal_btl_usnic_endpo
 int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag);
 int fx_sendi(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size, const void *payload,
              size_t payload_size, uint8_t tag);
+/* btl_sendi of |header_size| bytes alone, as ob1 sends a control message:
+ * refused, *|instead| is the descriptor to btl_send (or NULL) */
+int fx_sendi_or_descriptor(fx_t *fx, opal_btl_usnic_endpoint_t *ep, const void *header, size_t header_size,
+                           uint32_t flags, opal_btl_usnic_send_frag_t **instead, uint8_t tag);
 void fx_free(fx_t *fx, opal_btl_usnic_send_frag_t *frag);
 void fx_set_callback(opal_btl_usnic_send_frag_t *frag, fx_cb_t *cb);
 void fx_pml_callback(mca_btl_base_module_t *btl, mca_btl_base_endpoint_t *ep, mca_btl_base_descriptor_t *des,

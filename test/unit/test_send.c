@@ -340,6 +340,62 @@ static void test_send_sendi(void)
     fx_fini(&fx);
 }
 
+/* A refused sendi hands back a descriptor when asked for one (Open MPI
+ * 5's ob1 sends its FIN and ACK control messages this way): the caller
+ * fills it and btl_sends it, and its callback comes when it leaves, as
+ * the callback that retries ob1's parked messages must.  Not asked, or
+ * toward a failed peer, nothing is allocated. */
+static void test_send_refused_sendi_hands_back_a_descriptor(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 2, ISN, 300);
+    uint8_t hdr[24];
+    fx_fill(hdr, sizeof(hdr), 3);
+    opal_btl_usnic_send_frag_t *instead = (opal_btl_usnic_send_frag_t *) &fx; /* must be overwritten */
+    for (int i = 0; i < 2; ++i) {
+        CHECK_EQ(fx_sendi_or_descriptor(&fx, ep, hdr, sizeof(hdr), MCA_BTL_DES_FLAGS_BTL_OWNERSHIP, &instead,
+                                        (uint8_t) i),
+                 OPAL_SUCCESS);
+        CHECK(NULL == instead);
+    }
+    CHECK(!opal_btl_usnic_endpoint_window_open(ep));
+    uint32_t flags = MCA_BTL_DES_FLAGS_PRIORITY | MCA_BTL_DES_FLAGS_BTL_OWNERSHIP | MCA_BTL_DES_FLAGS_SIGNAL;
+    CHECK_EQ(fx_sendi_or_descriptor(&fx, ep, hdr, sizeof(hdr), flags, &instead, 2), OPAL_ERR_RESOURCE_BUSY);
+    REQUIRE(NULL != instead);
+    CHECK_EQ_U(instead->segments[0].seg_len, sizeof(hdr));
+    CHECK_EQ_U(instead->base.des_flags, flags);
+    CHECK(opal_list_is_empty(&ep->tx.queue)); /* nothing sent for the refused sendi itself */
+
+    fx_cb_t cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.fx = &fx;
+    memcpy(instead->segments[0].seg_addr.pval, hdr, sizeof(hdr));
+    fx_set_callback(instead, &cb);
+    CHECK_EQ(fx_send(&fx, ep, instead, 2), 0);
+    CHECK_EQ(cb.calls, 0);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 1);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(cb.calls, 1); /* it left: the PML hears of it */
+    REQUIRE_EQ(fx.nposts, 3);
+    CHECK_EQ(memcmp(fx_post_hdr(&fx.posts[2]) + 1, hdr, sizeof(hdr)), 0); /* the bytes the caller filled in */
+
+    /* window full again: refused, and not asked for a descriptor */
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), NULL, 0, 3), OPAL_SUCCESS);
+    CHECK(!opal_btl_usnic_endpoint_window_open(ep));
+    CHECK_EQ(fx_sendi(&fx, ep, hdr, sizeof(hdr), NULL, 0, 4), OPAL_ERR_RESOURCE_BUSY);
+
+    /* a failed peer: refused, nothing to send it with */
+    ep->failed = true;
+    instead = (opal_btl_usnic_send_frag_t *) &fx;
+    CHECK_EQ(fx_sendi_or_descriptor(&fx, ep, hdr, sizeof(hdr), flags, &instead, 5), OPAL_ERR_RESOURCE_BUSY);
+    CHECK(NULL == instead);
+    ep->failed = false;
+    ack_and_complete_all(&fx, ep);
+    fx_fini(&fx);
+}
+
 /* sendi sends now or not at all: with the window full it refuses (the PML
  * then sends through a request that completes when the fragment leaves),
  * so a sender ahead of its receiver cannot pile up messages in our
@@ -1716,7 +1772,8 @@ UNIT_MAIN(UNIT_TEST(test_resend_budget), UNIT_TEST(test_quantum_one_endpoint),
           UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
           UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
           UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi),
-          UNIT_TEST(test_send_sendi_refused_when_the_peer_cannot_take_it_now), UNIT_TEST(test_send_large_chunking),
+          UNIT_TEST(test_send_sendi_refused_when_the_peer_cannot_take_it_now),
+          UNIT_TEST(test_send_refused_sendi_hands_back_a_descriptor), UNIT_TEST(test_send_large_chunking),
           UNIT_TEST(test_send_large_two_segments), UNIT_TEST(test_send_frag_ids_never_zero),
           UNIT_TEST(test_send_window_closes_and_reopens), UNIT_TEST(test_send_backpressure),
           UNIT_TEST(test_send_credit_limited), UNIT_TEST(test_send_hard_error_fails_peer),

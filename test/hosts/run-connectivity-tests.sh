@@ -97,13 +97,23 @@ field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }     # value of NAME=N
 
 # The failure message of host FROM to host TO over veth1 in LOG, with
 # SIZE_RE matching the "Failed probe size" line.  Sets WHY on failure and
-# MSG_MS to the largest "in N ms" of the matching messages.
+# MSG_MS to the largest "in N ms" of the matching messages.  With a third
+# argument "abort": a veth2 message that lost probes of every size is
+# the abort's echo, not a finding (the first host to fail aborts the job,
+# its agent dies, and a veth2 check still running on the other host then
+# hears nothing: seen once in CI), so it is left out; any other veth2
+# message still fails.
 check_message() {
-    local log=$1 size_re=$2 blocks
+    local log=$1 size_re=$2 policy=${3:-} blocks
     WHY=""
-    blocks=$(awk '/^The usnic BTL.s connectivity checker/ { on = 1; b = "" }
+    blocks=$(awk -v abort="$policy" '
+                  /^The usnic BTL.s connectivity checker/ { on = 1; b = "" }
                   on { b = b $0 "\n" }
-                  on && /^  Policy:/ { print b "----"; on = 0 }' "$log")
+                  on && /^  Policy:/ {
+                      on = 0
+                      if (abort == "abort" && b ~ /interface: *veth2/ && b ~ /no probe of any size/) next
+                      print b "----"
+                  }' "$log")
     if [ -z "$blocks" ]; then
         WHY="no 'connectivity check failed' message"
         return 1
@@ -174,7 +184,7 @@ for policy in unreachable abort; do
     run_head "$log" -np 2 --mca btl_usnic_connectivity_policy "$policy" "$BUILD_DIR/pingpong"
     dropped=$(hosts_udp_dropped 2)
     hosts_undrop_udp 2
-    if ! check_message "$log" "1252 bytes \\(the large probes were lost"; then
+    if ! check_message "$log" "1252 bytes \\(the large probes were lost" "$policy"; then
         fail "$name (${SECS}s)" "exit $RC, $WHY, $dropped dropped" "$log"
     elif [ "${MSG_MS:-999999}" -gt $((BOUND_MS + MARGIN_MS)) ]; then
         fail "$name (${SECS}s)" "the check took ${MSG_MS} ms, bound ${BOUND_MS} ms + ${MARGIN_MS}" "$log"

@@ -85,6 +85,7 @@ total_passed=0
 total_failed=0
 total_not_run=0
 not_run_list=()
+failed_list=()
 start_all=$(date +%s)
 
 banner() { printf '\n===== %s =====\n' "$*"; }
@@ -117,6 +118,13 @@ run_suite() {
     fi
     total_passed=$((total_passed + p))
     total_failed=$((total_failed + f))
+    if [[ ${f:-0} -gt 0 ]]; then
+        failed_list+=("$name: $f failed")
+        local line
+        while IFS= read -r line; do
+            failed_list+=("    $line")
+        done < <( { grep -aE '^(FAIL|!!)' "$log" || tail -n 3 "$log"; } | head -n 5 | cut -c1-300)
+    fi
     if [[ -n "$n" && "$n" -gt 0 ]]; then
         total_not_run=$((total_not_run + n))
         not_run_list+=("$name: $n check(s) (see NOT RUN lines above)")
@@ -315,6 +323,11 @@ fi
 banner "summary"
 echo "suite logs: $LOGDIR"
 echo "total time: $(( $(date +%s) - start_all ))s"
+# the failures again, here, so that a reader of the log's tail sees them
+if [[ $total_failed -gt 0 ]]; then
+    echo "failed:"
+    printf '  %s\n' "${failed_list[@]}"
+fi
 if [[ $total_not_run -gt 0 ]]; then
     echo "not run:"
     printf '  %s\n' "${not_run_list[@]}"

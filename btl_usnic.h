@@ -49,9 +49,11 @@ typedef struct __attribute__((packed)) opal_btl_usnic_modex_t {
     uint16_t probe_port;        /* connectivity agent's UDP port (host order), 0 = none */
     uint8_t protection;         /* opal_btl_usnic_protect_t: both ends must agree */
     uint8_t mac_algs;           /* OPAL_BTL_USNIC_MAC_* this process can run */
-    uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* senders derive their key toward us from it */
+    uint8_t dh_public[OPAL_BTL_USNIC_DH_BYTES]; /* X25519: pair keys come from it (btl_usnic_auth.c) */
     uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];   /* who we are when we send (random) */
-    uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* the connectivity agents' key (rank 0's is the job's) */
+    uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* the connectivity agents' key (rank 0's is the job's);
+                                                    all zero where the launcher's secret keys them */
+    uint8_t secret_id[OPAL_BTL_USNIC_ID_BYTES]; /* the launcher's secret's public name, zero = none */
     uint8_t wire;               /* opal_btl_usnic_wire_kind_t the module runs (both put the same
                                    datagrams on the network; for messages and statistics) */
     uint8_t wire_flags;         /* OPAL_BTL_USNIC_WIRE_FLAG_*: what its wire does, for messages */
@@ -80,7 +82,8 @@ typedef struct opal_btl_usnic_module_t {
     uint32_t netmask;           /* network byte order */
     opal_btl_usnic_mem_ops_t mem_ops; /* how the engine registers its slabs (if caps.needs_mr) */
     uint32_t link_speed_mbps;
-    uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES]; /* secret: published only in the modex */
+    uint8_t dh_secret[OPAL_BTL_USNIC_DH_BYTES]; /* X25519, never leaves the process */
+    uint8_t dh_public[OPAL_BTL_USNIC_DH_BYTES]; /* published in the modex */
     uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];
 
     /* The transport (btl_usnic_wire.h), chosen once at setup, and what it
@@ -174,6 +177,8 @@ typedef struct opal_btl_usnic_component_t {
     int protection;             /* opal_btl_usnic_protect_t */
     unsigned mac_algs;          /* OPAL_BTL_USNIC_MAC_* this process can run (libsodium, CPU) */
     uint8_t agent_key[OPAL_BTL_USNIC_KEY_BYTES]; /* published; rank 0's keys the connectivity agents */
+    opal_btl_usnic_job_secret_t job_secret; /* the launcher's (btl_usnic_auth.h) */
+    bool said_no_shared_secret; /* the verbose line for pairs keyed by X25519 alone, once */
 
     bool params_valid;
     char open_why[160];         /* why the last interface a wire could not open failed (the message

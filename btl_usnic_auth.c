@@ -12,13 +12,38 @@
  * comes from getrandom (no fallback: a process without kernel randomness
  * does not run this BTL).
  *
- * Keys.  Every module draws a receive key and a 16-byte identity and
- * publishes both in the modex.  The key of the direction A -> B is
- * BLAKE2b(key = B's receive key, "usnic-btl key v2" || A's identity): the
- * sender derives it from B's modex entry, the receiver from its own key
- * and A's identity, and it differs for every ordered pair of modules, so a
+ * Keys.  The modex is not a secret channel: PMIx's TCP handshake takes
+ * the uid a client asserts, and a local user of another uid who connects
+ * as a rank of the job reads every rank's entries where the server keeps
+ * them in its hash store (measured with Open MPI 4.1.4, PMIx 4.2,
+ * PMIX_MCA_gds=hash).  So the modex carries only public values: every
+ * module draws an X25519 key pair and a 16-byte identity and publishes the
+ * public key and the identity.  The two modules of a pair compute the
+ * same X25519 value; a pair key is BLAKE2b(key = that value, "usnic-btl
+ * pair v3" || the launcher's secret's key where both hold the same one),
+ * and the key of the direction A -> B is BLAKE2b(key = the pair key,
+ * "usnic-btl key v3" || A's identity || A's public key || B's identity ||
+ * B's public key).  It differs for every ordered pair of modules, so a
  * datagram cannot be replayed to another peer, another module or another
- * job (different keys), and one direction's nonces never meet another's.
+ * job, and one direction's nonces never meet another's.  A reader of the
+ * modex lacks both X25519 secrets; a writer that could replace a rank's
+ * entry before the others read it (a man in the middle of the modex)
+ * still lacks the launcher's secret where the job has one.
+ *
+ * The launcher's secret.  Open MPI 4.1's mpirun puts 128 random bits into
+ * every process's environment (OMPI_MCA_orte_precondition_transports, made
+ * for PSM): it travels in mpirun's launch message to the daemons, which
+ * put it into the environment of the processes they start, not into
+ * PMIx's store, and another uid cannot read /proc/PID/environ.  Under a
+ * direct launch Open MPI 4.1 makes it from job ids instead (not secret:
+ * opal_btl_usnic_job_secret_parse refuses it).  Open MPI 5.0's PRRTE sets
+ * it only through PMIx's pnet/opa, on hosts with Omni-Path adapters, and
+ * then also stores it in PMIx as PMIX_CREDENTIAL: there it adds nothing
+ * against a PMIx reader, and elsewhere 5.0 jobs have none.  Jobs joined
+ * by spawn or connect/accept have different secrets: their pairs are keyed
+ * by X25519 alone (a verbose line says so once).
+ *
+ * Cost: one X25519 (about 40 us) and three BLAKE2b per pair, once.
  *
  * Tag.  An AEAD with the datagram as associated data and nothing
  * encrypted (MPI data is not secret here; its integrity and origin are):
@@ -41,7 +66,21 @@
  * (first transmissions, retransmissions and ACKs alike) in the low 40
  * bits, above a generation its module hands out once per endpoint it
  * makes; a new endpoint to the same peer therefore starts above every
- * number the old one used.  2^40 datagrams to one peer take years.
+ * number the old one used.  2^40 datagrams to one peer take about 30
+ * hours at 10 million a second: an endpoint stops 2^32 short of them (its
+ * peer fails with a message, "nonces used up"), and a module makes at
+ * most 2^24 endpoints (then it refuses new peers), so no count and no
+ * generation ever wraps.
+ *
+ * Incarnations.  An endpoint made again to the same peer (Open MPI 4.1
+ * and 5.0 release endpoints only at finalize; a release at disconnect
+ * would make it happen) would get the same keys, the same first sequence
+ * numbers and an empty replay window.  So both ends count the endpoints
+ * they released to each other (the engine, by peer), and incarnation n's
+ * keys are BLAKE2b(key = the pair's key, "usnic-btl incarnate" || n): no
+ * datagram of an earlier incarnation passes a later one's tag.  Both ends
+ * release together when they disconnect; an end that re-made its
+ * endpoint alone would find its peer silent and report it (peer timeout).
  *
  * Replay.  An authentic datagram is taken at most once: the receiver keeps
  * a window of OPAL_BTL_USNIC_REPLAY_WINDOW (16384) nonces per peer.  An
@@ -51,8 +90,11 @@
  * recorded ACK or a copy of any datagram from being taken twice.
  *
  * Connectivity probes.  The agents of a job share one key, derived
- * (BLAKE2b, its own label) from rank 0's random agent key, which every
- * process of the job reads from rank 0's modex.  Their probes are tagged
+ * (BLAKE2b, its own label) from the launcher's secret where the job has
+ * one (rank 0 then publishes no agent key), else from rank 0's random
+ * agent key, which every process of the job reads from rank 0's modex (a
+ * reader of PMIx could then forge probes and echoes: README.txt,
+ * "Security").  Their probes are tagged
  * by keyed BLAKE2b-128: an agent echoes without keeping state, so there
  * is no nonce to give an AEAD; the probe's random check id makes each
  * check's datagrams distinct.
@@ -107,6 +149,119 @@ void opal_btl_usnic_derive_key(const uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES],
     memcpy(msg, label, sizeof(label));
     memcpy(msg + sizeof(label), sender_id, OPAL_BTL_USNIC_ID_BYTES);
     crypto_generichash(out, OPAL_BTL_USNIC_KEY_BYTES, msg, sizeof(msg), recv_key, OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+int opal_btl_usnic_dh_keypair(uint8_t secret[OPAL_BTL_USNIC_DH_BYTES], uint8_t public_key[OPAL_BTL_USNIC_DH_BYTES])
+{
+    if (0 != opal_btl_usnic_random(secret, OPAL_BTL_USNIC_DH_BYTES)) {
+        return -1;
+    }
+    return crypto_scalarmult_base(public_key, secret);
+}
+
+/* Open MPI 4.1's ess/pmi, when no launcher gave a secret, prints the job
+ * family and local job id (16 bits each) as "%016lx-%016lx": both words
+ * small.  Two random 64-bit words below 2^32 come once in 2^64. */
+static bool secret_is_job_ids(const char *value)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long hi = strtoull(value, &end, 16);
+    if (0 != errno || end == value || '-' != *end) {
+        return false;
+    }
+    const char *second = end + 1;
+    unsigned long long lo = strtoull(second, &end, 16);
+    if (0 != errno || end == second || '\0' != *end) {
+        return false;
+    }
+    return hi < (1ull << 32) && lo < (1ull << 32);
+}
+
+void opal_btl_usnic_job_secret_parse(const char *value, opal_btl_usnic_job_secret_t *out)
+{
+    static const char key_label[] = "usnic-btl job secret v1";
+    static const char id_label[] = "usnic-btl job secret id";
+    memset(out, 0, sizeof(*out));
+    if (NULL == value || '\0' == value[0]) {
+        out->kind = OPAL_BTL_USNIC_SECRET_NONE;
+        return;
+    }
+    /* 32 hex digits carry 128 bits; fewer, or job ids, carry too few */
+    if (strlen(value) < 32 || secret_is_job_ids(value)) {
+        out->kind = OPAL_BTL_USNIC_SECRET_WEAK;
+        return;
+    }
+    out->kind = OPAL_BTL_USNIC_SECRET_GOOD;
+    crypto_generichash(out->key, sizeof(out->key), (const uint8_t *) value, strlen(value),
+                       (const uint8_t *) key_label, sizeof(key_label) - 1);
+    crypto_generichash(out->id, sizeof(out->id), (const uint8_t *) id_label, sizeof(id_label) - 1, out->key,
+                       sizeof(out->key));
+}
+
+/* The key of the direction |from| -> |to| under the pair's key |prk| */
+static void direction_key(const uint8_t prk[OPAL_BTL_USNIC_KEY_BYTES], opal_btl_usnic_pair_end_t from,
+                          opal_btl_usnic_pair_end_t to, uint8_t out[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const char label[16] = "usnic-btl key v3";
+    uint8_t msg[sizeof(label) + 2 * (OPAL_BTL_USNIC_ID_BYTES + OPAL_BTL_USNIC_DH_BYTES)];
+    uint8_t *p = msg;
+    memcpy(p, label, sizeof(label));
+    p += sizeof(label);
+    memcpy(p, from.id, OPAL_BTL_USNIC_ID_BYTES);
+    p += OPAL_BTL_USNIC_ID_BYTES;
+    memcpy(p, from.public_key, OPAL_BTL_USNIC_DH_BYTES);
+    p += OPAL_BTL_USNIC_DH_BYTES;
+    memcpy(p, to.id, OPAL_BTL_USNIC_ID_BYTES);
+    p += OPAL_BTL_USNIC_ID_BYTES;
+    memcpy(p, to.public_key, OPAL_BTL_USNIC_DH_BYTES);
+    crypto_generichash(out, OPAL_BTL_USNIC_KEY_BYTES, msg, sizeof(msg), prk, OPAL_BTL_USNIC_KEY_BYTES);
+}
+
+int opal_btl_usnic_pair_keys(const uint8_t my_secret[OPAL_BTL_USNIC_DH_BYTES], opal_btl_usnic_pair_end_t me,
+                             opal_btl_usnic_pair_end_t peer, const uint8_t *job_key,
+                             uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES], uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const char label[17] = "usnic-btl pair v3";
+    uint8_t shared[crypto_scalarmult_BYTES];
+    if (0 != crypto_scalarmult(shared, my_secret, peer.public_key)) {
+        return -1; /* libsodium refuses an all-zero result */
+    }
+    uint8_t msg[sizeof(label) + 1 + OPAL_BTL_USNIC_KEY_BYTES];
+    size_t len = sizeof(label) + 1;
+    memcpy(msg, label, sizeof(label));
+    msg[sizeof(label)] = (NULL != job_key);
+    if (NULL != job_key) {
+        memcpy(msg + len, job_key, OPAL_BTL_USNIC_KEY_BYTES);
+        len += OPAL_BTL_USNIC_KEY_BYTES;
+    }
+    uint8_t prk[OPAL_BTL_USNIC_KEY_BYTES];
+    crypto_generichash(prk, sizeof(prk), msg, len, shared, sizeof(shared));
+    direction_key(prk, me, peer, tx_key);
+    direction_key(prk, peer, me, rx_key);
+    sodium_memzero(shared, sizeof(shared));
+    sodium_memzero(msg, sizeof(msg));
+    sodium_memzero(prk, sizeof(prk));
+    return 0;
+}
+
+void opal_btl_usnic_incarnation_key(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], uint32_t n,
+                                    uint8_t out[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const char label[19] = "usnic-btl incarnate";
+    if (0 == n) {
+        memmove(out, key, OPAL_BTL_USNIC_KEY_BYTES);
+        return;
+    }
+    uint8_t msg[sizeof(label) + 4];
+    memcpy(msg, label, sizeof(label));
+    for (int i = 0; i < 4; ++i) {
+        msg[sizeof(label) + i] = (uint8_t) (n >> (8 * i)); /* little-endian on every host */
+    }
+    uint8_t tmp[OPAL_BTL_USNIC_KEY_BYTES];
+    crypto_generichash(tmp, sizeof(tmp), msg, sizeof(msg), key, OPAL_BTL_USNIC_KEY_BYTES);
+    memcpy(out, tmp, sizeof(tmp));
+    sodium_memzero(tmp, sizeof(tmp));
 }
 
 void opal_btl_usnic_derive_agent_key(const uint8_t job_key[OPAL_BTL_USNIC_KEY_BYTES],

@@ -53,22 +53,69 @@ unsigned opal_btl_usnic_auth_init(void);
 int opal_btl_usnic_random(void *buf, size_t n);
 
 /**
- * The key of one direction: from the module whose identity is |sender_id|
- * to the module whose receive key is |recv_key|.  BLAKE2b-256 keyed with
- * |recv_key| over a fixed label and |sender_id|.  Both ends compute it:
- * the sender from the receiver's modex, the receiver from its own key.
+ * Protocol 8's key of one direction, from material the modex published
+ * (BLAKE2b-256 keyed with the receiver's |recv_key| over a label and
+ * |sender_id|): only for the test build that shows what a reader of the
+ * modex could forge (OPAL_BTL_USNIC_TEST_MODEX_KEYS, btl_usnic_peers.c).
  */
 void opal_btl_usnic_derive_key(const uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES],
                                const uint8_t sender_id[OPAL_BTL_USNIC_ID_BYTES],
                                uint8_t out[OPAL_BTL_USNIC_KEY_BYTES]);
 
+/* ----- pair keys (protocol 9): X25519, and the launcher's secret ----- */
+
+#define OPAL_BTL_USNIC_DH_BYTES 32 /* an X25519 key, secret or public */
+
+/* A module's X25519 key pair: |secret| from the kernel, |public_key| its
+ * image.  Returns 0, or -1 without randomness. */
+int opal_btl_usnic_dh_keypair(uint8_t secret[OPAL_BTL_USNIC_DH_BYTES], uint8_t public_key[OPAL_BTL_USNIC_DH_BYTES]);
+
+/* What the launcher's per-job secret (an environment variable) is worth */
+typedef enum {
+    OPAL_BTL_USNIC_SECRET_NONE,  /* not set */
+    OPAL_BTL_USNIC_SECRET_WEAK,  /* set, but made of job ids (Open MPI 4.1 under a direct launch) */
+    OPAL_BTL_USNIC_SECRET_GOOD,  /* 128 random bits or more, as mpirun makes it */
+} opal_btl_usnic_secret_kind_t;
+
+/* The job's secret: its key (hashed from the variable's value) and its
+ * public name (a hash of the key, published so that two modules can tell
+ * whether they share it; all zero = none) */
+typedef struct opal_btl_usnic_job_secret_t {
+    opal_btl_usnic_secret_kind_t kind;
+    uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
+    uint8_t id[OPAL_BTL_USNIC_ID_BYTES];
+} opal_btl_usnic_job_secret_t;
+
+/* Pure: |value| (NULL = unset) judged and hashed into |out|; only a GOOD
+ * secret gets a key and an id */
+void opal_btl_usnic_job_secret_parse(const char *value, opal_btl_usnic_job_secret_t *out);
+
+/* One end of a pair, as both ends see it (btl_usnic_peers.c) */
+typedef struct opal_btl_usnic_pair_end_t {
+    const uint8_t *id;         /* OPAL_BTL_USNIC_ID_BYTES: the module's identity */
+    const uint8_t *public_key; /* OPAL_BTL_USNIC_DH_BYTES */
+} opal_btl_usnic_pair_end_t;
+
+/**
+ * The keys of both directions between |me| (whose X25519 secret is
+ * |my_secret|) and |peer|: the shared X25519 value, mixed with |job_key|
+ * where both ends hold the same launcher secret (NULL otherwise), hashed
+ * with both ends' identities and public keys in the direction's order.
+ * What the modex holds (public keys, identities) is not enough to make
+ * them.  Returns 0, or -1 if |peer|'s public key is a low-order point
+ * (the shared value would be known to anyone).
+ */
+int opal_btl_usnic_pair_keys(const uint8_t my_secret[OPAL_BTL_USNIC_DH_BYTES], opal_btl_usnic_pair_end_t me,
+                             opal_btl_usnic_pair_end_t peer, const uint8_t *job_key,
+                             uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES], uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES]);
+
 /* ----- the connectivity agents' probes (btl_usnic_connectivity.h) ----- */
 
 /**
  * The key of every probe and echo of a job: BLAKE2b-256 keyed with the
- * job's agent key (rank 0's modex agent_key) over the label "usnic-btl
- * cagent v2", so that it never equals a datagram key (other label, other
- * input).
+ * job's agent key (the launcher's secret's key where the job has one,
+ * else rank 0's modex agent_key) over the label "usnic-btl cagent v2", so
+ * that it never equals a datagram key (other label, other input).
  */
 void opal_btl_usnic_derive_agent_key(const uint8_t job_key[OPAL_BTL_USNIC_KEY_BYTES],
                                      uint8_t out[OPAL_BTL_USNIC_KEY_BYTES]);
@@ -131,10 +178,30 @@ bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, con
  * made, so a new endpoint never reuses an old one's numbers) and a count
  * of the datagrams the endpoint sent.  0 is never used. */
 #define OPAL_BTL_USNIC_NONCE_COUNT_BITS 40
+#define OPAL_BTL_USNIC_NONCE_COUNT_MASK ((1ull << OPAL_BTL_USNIC_NONCE_COUNT_BITS) - 1)
+#define OPAL_BTL_USNIC_NONCE_GENERATIONS (1u << (64 - OPAL_BTL_USNIC_NONCE_COUNT_BITS))
+/* The count at which an endpoint stops (its peer fails, btl_usnic_post.c):
+ * what it seals between reaching it and the engine's next progress pass
+ * (a window and some ACKs) is far below the 2^32 counts left above it */
+#define OPAL_BTL_USNIC_NONCE_COUNT_STOP (OPAL_BTL_USNIC_NONCE_COUNT_MASK - 0xffffffffull)
 static inline uint64_t opal_btl_usnic_nonce_first(uint32_t generation)
 {
     return ((uint64_t) generation << OPAL_BTL_USNIC_NONCE_COUNT_BITS) | 1u;
 }
+
+/* Has the endpoint that sealed with |nonce| used up its counts? */
+static inline bool opal_btl_usnic_nonce_spent(uint64_t nonce)
+{
+    return (nonce & OPAL_BTL_USNIC_NONCE_COUNT_MASK) >= OPAL_BTL_USNIC_NONCE_COUNT_STOP;
+}
+
+/* The key of incarnation |n| of an endpoint whose keys are |key|
+ * (BLAKE2b keyed with it, over a label and |n|); incarnation 0 keeps
+ * |key|.  Both ends count the endpoints they released to each other
+ * (btl_usnic_endpoint.c), so an endpoint made again to the same peer
+ * never takes a datagram of an earlier one. */
+void opal_btl_usnic_incarnation_key(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES], uint32_t n,
+                                    uint8_t out[OPAL_BTL_USNIC_KEY_BYTES]);
 
 /* ----- anti-replay ----- */
 

@@ -219,6 +219,25 @@ static uint32_t job_size(void)
     return (OPAL_SUCCESS == rc && size > 0) ? size : UINT32_MAX;
 }
 
+/* The probes' key from |rank0|'s entry: the launcher's secret's where
+ * rank 0 keyed them with it (it then published no agent key), else its
+ * agent key.  False: rank 0 keys them with a secret this process lacks. */
+static bool job_agent_key(const opal_btl_usnic_modex_t *rank0, uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    static const uint8_t none[OPAL_BTL_USNIC_ID_BYTES] = {0};
+    const opal_btl_usnic_job_secret_t *secret = &opal_btl_usnic_globals.job_secret;
+    if (0 == memcmp(rank0->secret_id, none, sizeof(none))) {
+        opal_btl_usnic_derive_agent_key(rank0->agent_key, key);
+        return true;
+    }
+    if (OPAL_BTL_USNIC_SECRET_GOOD != secret->kind ||
+        0 != sodium_memcmp(rank0->secret_id, secret->id, sizeof(secret->id))) {
+        return false;
+    }
+    opal_btl_usnic_derive_agent_key(secret->key, key);
+    return true;
+}
+
 /* The probes' key from rank 0's agent key, read when first needed.  Not
  * there yet (a datagram before this process has the fence's data):
  * asked again at most every KEY_RETRY_USEC; the sender resends. */
@@ -231,8 +250,7 @@ static bool have_key(uint64_t now)
     size_t n = 0;
     opal_btl_usnic_modex_t *m = modex_of(0, &n);
     if (NULL != m) {
-        opal_btl_usnic_derive_agent_key(m[0].agent_key, agent.key);
-        agent.key_ready = true;
+        agent.key_ready = job_agent_key(&m[0], agent.key);
         modex_free(m, n);
     } else {
         agent.key_next_try = now + KEY_RETRY_USEC;

@@ -129,6 +129,8 @@ static int usnic_component_close(void)
     free(c->modules);
     c->modules = NULL;
     c->num_modules = 0;
+    sodium_memzero(&c->job_secret, sizeof(c->job_secret));
+    sodium_memzero(c->agent_key, sizeof(c->agent_key));
     opal_output_close(c->output);
     OBJ_DESTRUCT(&c->lock);
     opal_btl_usnic_help_clear_dirs();
@@ -562,6 +564,21 @@ static void stats_timer_start(void)
     c->stats_event_active = true;
 }
 
+/* The per-job secret the launcher puts into every process's environment
+ * (btl_usnic_auth.c, "The launcher's secret"): mixed into every pair's
+ * keys where both ends hold it */
+#define JOB_SECRET_ENV "OMPI_MCA_orte_precondition_transports"
+static void job_secret_read(opal_btl_usnic_component_t *c)
+{
+    opal_btl_usnic_job_secret_parse(getenv(JOB_SECRET_ENV), &c->job_secret);
+    static const char *const said[] = {
+        [OPAL_BTL_USNIC_SECRET_NONE] = "none (" JOB_SECRET_ENV " unset): pair keys from X25519 alone",
+        [OPAL_BTL_USNIC_SECRET_WEAK] = "none (" JOB_SECRET_ENV " is made of job ids): pair keys from X25519 alone",
+        [OPAL_BTL_USNIC_SECRET_GOOD] = JOB_SECRET_ENV ", mixed into the keys of pairs that share it",
+    };
+    opal_btl_usnic_verbose(5, "launcher's secret: %s", said[c->job_secret.kind]);
+}
+
 /* libsodium and the kernel's randomness: without them no key can be
  * made, and the BTL steps aside (saying why) rather than run unprotected */
 static bool auth_start(void)
@@ -576,6 +593,7 @@ static bool auth_start(void)
         opal_btl_usnic_show_help(true, "no randomness", opal_process_info.nodename, "(all)", strerror(errno));
         return false;
     }
+    job_secret_read(c);
     opal_btl_usnic_verbose(5, "datagram protection %s, tags by %s", c->protection_name,
                            (c->mac_algs & OPAL_BTL_USNIC_MAC_AESGCM) ? "AES-256-GCM (or ChaCha20-Poly1305 with "
                                                                        "peers without AES-NI)"

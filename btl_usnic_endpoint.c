@@ -35,6 +35,9 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     memset(&ep->rx.mac, 0, sizeof(ep->rx.mac));
     memset(&ep->rx.replay, 0, sizeof(ep->rx.replay));
     ep->tx.nonce = 0;
+    ep->tx.nonces_spent = false;
+    ep->tx.spent_next = NULL;
+    ep->keyed = false;
     ep->tx.sent = NULL;
     ep->tx.on_rts_list = false;
     ep->tx.dup_acks = 0;
@@ -68,12 +71,33 @@ static void endpoint_construct(opal_btl_usnic_endpoint_t *ep)
     ep->window = 0;
 }
 
+/* How many endpoints to |peer_id| |eng| released: the incarnation of
+ * the next one (btl_usnic_auth.c, "Incarnations") */
+static uint32_t released_to(opal_btl_usnic_engine_t *eng, uint64_t peer_id)
+{
+    void *count = NULL;
+    if (OPAL_SUCCESS != opal_hash_table_get_value_uint64(&eng->released, peer_id, &count)) {
+        return 0;
+    }
+    return (uint32_t) (uintptr_t) count;
+}
+
+/* Counted once per endpoint that had keys, when it leaves its engine */
+static void count_released(opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    uintptr_t n = (uintptr_t) released_to(eng, ep->peer_id) + 1;
+    (void) opal_hash_table_set_value_uint64(&eng->released, ep->peer_id, (void *) n);
+}
+
 static void endpoint_destruct(opal_btl_usnic_endpoint_t *ep)
 {
     /* The endpoint may still be on the engine's lists (seed 001: an
      * endpoint can reach its destructor while still owing an ACK). */
     if (NULL != ep->eng) {
         opal_btl_usnic_endpoint_detach(ep);
+    }
+    if (ep->keyed && NULL != ep->eng && ep->eng->constructed) {
+        count_released(ep->eng, ep);
     }
     if (NULL != ep->rx.frags) {
         for (uint32_t i = 0; i < ep->window; ++i) {
@@ -122,6 +146,9 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
     if (0 == window) {
         return OPAL_ERR_BAD_PARAM;
     }
+    if (eng->nonce_generation >= OPAL_BTL_USNIC_NONCE_GENERATIONS) {
+        return OPAL_ERR_OUT_OF_RESOURCE; /* its nonces would repeat an earlier endpoint's */
+    }
     ep->eng = eng;
     ep->window = window;
     ep->timer.rto = eng->p.rto_initial;
@@ -151,8 +178,15 @@ void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned al
                                       const uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES],
                                       const uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES])
 {
-    opal_btl_usnic_mac_init(&ep->tx.mac, alg, tx_key);
-    opal_btl_usnic_mac_init(&ep->rx.mac, alg, rx_key);
+    uint32_t n = released_to(ep->eng, ep->peer_id);
+    uint8_t tx[OPAL_BTL_USNIC_KEY_BYTES], rx[OPAL_BTL_USNIC_KEY_BYTES];
+    opal_btl_usnic_incarnation_key(tx_key, n, tx);
+    opal_btl_usnic_incarnation_key(rx_key, n, rx);
+    opal_btl_usnic_mac_init(&ep->tx.mac, alg, tx);
+    opal_btl_usnic_mac_init(&ep->rx.mac, alg, rx);
+    ep->keyed = true;
+    sodium_memzero(tx, sizeof(tx));
+    sodium_memzero(rx, sizeof(rx));
 }
 
 void opal_btl_usnic_endpoint_set_peer_rx(opal_btl_usnic_endpoint_t *ep, const opal_btl_usnic_charge_t *charge,
@@ -246,6 +280,13 @@ void opal_btl_usnic_endpoint_detach(opal_btl_usnic_endpoint_t *ep)
     if (ep->tx.on_pace_list) {
         opal_list_remove_item(&eng->endpoints_paced, &ep->tx.pace_item);
         ep->tx.on_pace_list = false;
+    }
+    for (opal_btl_usnic_endpoint_t **p = &eng->nonces_spent; NULL != *p; p = &(*p)->tx.spent_next) {
+        if (*p == ep) {
+            *p = ep->tx.spent_next;
+            ep->tx.spent_next = NULL;
+            break;
+        }
     }
 }
 

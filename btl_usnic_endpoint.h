@@ -26,6 +26,7 @@ struct mca_btl_base_endpoint_t {
     opal_btl_usnic_engine_t *eng;
     opal_proc_t *proc;                   /* NULL in engine tests */
     uint64_t peer_id;                    /* peer's sender id: its process name, jobid << 32 | vpid */
+    bool keyed;                          /* set_keys ran: its release counts (an incarnation) */
     uint64_t peer_addr[2];               /* the wire's address of the peer, per channel */
     void *wire_peer;                     /* the wire's own state of this peer (socket wire: what it
                                             learned of the path's offload); the engine never reads it */
@@ -56,6 +57,8 @@ struct mca_btl_base_endpoint_t {
         bool on_pace_list;
         opal_list_item_t pace_item;      /* on the engine's endpoints_paced */
         uint64_t nonce;                  /* of the next datagram we send it (btl_usnic_auth.h) */
+        bool nonces_spent;               /* its count reached OPAL_BTL_USNIC_NONCE_COUNT_STOP */
+        struct mca_btl_base_endpoint_t *spent_next; /* on the engine's nonces_spent */
         opal_btl_usnic_mac_t mac;        /* our key toward it */
     } tx;
 
@@ -160,7 +163,9 @@ int opal_btl_usnic_endpoint_init_rel(opal_btl_usnic_endpoint_t *ep, opal_btl_usn
 
 /**
  * The keys of both directions: |alg| (OPAL_BTL_USNIC_MAC_*), our key
- * toward the peer and the peer's toward us (btl_usnic_auth.h).  Needed
+ * toward the peer and the peer's toward us (btl_usnic_auth.h), made
+ * this endpoint's own by the number of endpoints to the same peer
+ * (ep->peer_id, set before) this engine released before it.  Needed
  * unless the engine's protection is none.
  */
 void opal_btl_usnic_endpoint_set_keys(opal_btl_usnic_endpoint_t *ep, unsigned alg,

@@ -50,6 +50,9 @@ int opal_btl_usnic_engine_init(opal_btl_usnic_engine_t *eng, const opal_btl_usni
     OBJ_CONSTRUCT(&eng->endpoints_in_flight, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_probing, opal_list_t);
     OBJ_CONSTRUCT(&eng->endpoints_paced, opal_list_t);
+    OBJ_CONSTRUCT(&eng->released, opal_hash_table_t);
+    opal_hash_table_init(&eng->released, 32);
+    eng->nonces_spent = NULL;
     eng->constructed = true;
     eng->defer_callbacks = false;
     return opal_btl_usnic_frag_lists_init(&eng->pool, params->mem, params->prefix, params->mtu,
@@ -80,6 +83,8 @@ void opal_btl_usnic_engine_fini(opal_btl_usnic_engine_t *eng)
     while (NULL != opal_list_remove_first(&eng->endpoints_paced)) {
     }
     OBJ_DESTRUCT(&eng->endpoints_paced);
+    OBJ_DESTRUCT(&eng->released);
+    eng->nonces_spent = NULL;
     opal_btl_usnic_reg_table_fini(&eng->regs);
     OBJ_DESTRUCT(&eng->pending_callbacks);
     OBJ_DESTRUCT(&eng->endpoints_needing_ack);

@@ -35,6 +35,7 @@
 #define OPAL_BTL_USNIC_ENGINE_CORE_H
 
 #include "opal_config.h"
+#include "opal/class/opal_hash_table.h"
 #include "opal/class/opal_list.h"
 #include "opal/mca/btl/btl.h"
 
@@ -199,6 +200,10 @@ typedef struct opal_btl_usnic_engine_t {
 
     uint64_t tick;                /* progress passes (paces explicit ACKs) */
     uint32_t nonce_generation;    /* endpoints made so far: each one's nonces start above the last's */
+    opal_hash_table_t released;   /* by peer id: endpoints to it released so far (its next one's
+                                     incarnation, btl_usnic_endpoint.c) */
+    struct mca_btl_base_endpoint_t *nonces_spent; /* endpoints whose nonces ran out, failed at
+                                     the next progress pass (linked by tx.spent_next) */
     uint64_t now;                 /* us; set by the owner once per progress pass */
     uint64_t next_deadline;       /* the hotel's earliest deadline (btl_usnic_ack.c); UINT64_MAX = none */
     uint64_t away_next;           /* resend_away: engine time of its next round (0: at once) */

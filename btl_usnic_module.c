@@ -64,7 +64,12 @@ static void up_peer_failed(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     }
     ep->failed = true;
     const char *peer_host = NULL != ep->proc ? opal_get_proc_hostname(ep->proc) : "unknown";
-    if (OPAL_ERR_TIMEOUT == rc) {
+    if (ep->tx.nonces_spent) {
+        char sent[24];
+        snprintf(sent, sizeof(sent), "%llu", (unsigned long long) (ep->tx.nonce & OPAL_BTL_USNIC_NONCE_COUNT_MASK));
+        opal_btl_usnic_show_help(false, "nonces used up", opal_process_info.nodename, module->if_name, peer_host,
+                                 opal_btl_usnic_id_str(ep->peer_id).s, sent);
+    } else if (OPAL_ERR_TIMEOUT == rc) {
         char heard[64];
         opal_btl_usnic_describe_last_heard(eng, ep, heard, sizeof(heard));
         opal_btl_usnic_show_help(false, "peer timeout", opal_process_info.nodename, module->if_name, peer_host,
@@ -136,7 +141,7 @@ static uint32_t default_window(const opal_btl_usnic_module_t *module)
  * same ports fall outside the window */
 static int module_secrets(opal_btl_usnic_module_t *module, uint32_t *isn_p)
 {
-    if (0 != opal_btl_usnic_random(module->recv_key, sizeof(module->recv_key)) ||
+    if (0 != opal_btl_usnic_dh_keypair(module->dh_secret, module->dh_public) ||
         0 != opal_btl_usnic_random(module->node_id, sizeof(module->node_id)) ||
         0 != opal_btl_usnic_random(isn_p, sizeof(*isn_p))) {
         opal_btl_usnic_show_help(false, "no randomness", opal_process_info.nodename, module->if_name,
@@ -208,9 +213,13 @@ static void modex_fill(opal_btl_usnic_module_t *module, uint32_t isn)
     snprintf(m->provider, sizeof(m->provider), "%s", module->provider);
     m->protection = (uint8_t) c->protection;
     m->mac_algs = (uint8_t) c->mac_algs;
-    memcpy(m->recv_key, module->recv_key, sizeof(m->recv_key));
+    memcpy(m->dh_public, module->dh_public, sizeof(m->dh_public));
     memcpy(m->node_id, module->node_id, sizeof(m->node_id));
-    memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
+    if (OPAL_BTL_USNIC_SECRET_GOOD == c->job_secret.kind) {
+        memcpy(m->secret_id, c->job_secret.id, sizeof(m->secret_id)); /* the agents' key comes from it */
+    } else {
+        memcpy(m->agent_key, c->agent_key, sizeof(m->agent_key));
+    }
     m->wire = (uint8_t) module->wire_kind;
     m->wire_flags = module->wire_flags;
 }

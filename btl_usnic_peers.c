@@ -162,9 +162,48 @@ static const char *protection_name(int mode)
     return (mode >= 0 && mode <= OPAL_BTL_USNIC_PROTECT_FULL) ? names[mode] : "unknown";
 }
 
-/* The keys of both directions with |remote|: ours toward it from its
- * receive key, its toward us from ours (btl_usnic_auth.c).  Both ends
- * must protect the same way, with an algorithm both can run. */
+/* The launcher's secret's key if |remote| holds the same one, else NULL.
+ * A process with a secret says once that some pair lacks it (a spawned or
+ * connected job's, whose launcher made another); one without said so at
+ * start (btl_usnic_component.c). */
+static const uint8_t *shared_job_key(const opal_btl_usnic_modex_t *remote)
+{
+    opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
+    if (OPAL_BTL_USNIC_SECRET_GOOD != c->job_secret.kind) {
+        return NULL;
+    }
+    if (0 == sodium_memcmp(remote->secret_id, c->job_secret.id, sizeof(c->job_secret.id))) {
+        return c->job_secret.key;
+    }
+    if (!c->said_no_shared_secret) {
+        c->said_no_shared_secret = true;
+        opal_btl_usnic_verbose(5, "%s: pairs with processes of another job (or without the launcher's secret) "
+                                  "keyed by X25519 alone (README.txt, Security)",
+                               opal_process_info.nodename);
+    }
+    return NULL;
+}
+
+/* The keys of both directions with |remote| (btl_usnic_auth.c).  The
+ * test build OPAL_BTL_USNIC_TEST_MODEX_KEYS derives them from the modex
+ * alone, as protocol 8 did: the attack suite's control, which shows that
+ * a reader of PMIx could then forge. */
+static int pair_keys(opal_btl_usnic_module_t *module, const opal_btl_usnic_modex_t *remote,
+                     uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES], uint8_t rx_key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+#if defined(OPAL_BTL_USNIC_TEST_MODEX_KEYS) && OPAL_BTL_USNIC_TEST_MODEX_KEYS
+    opal_btl_usnic_derive_key(remote->dh_public, module->node_id, tx_key);
+    opal_btl_usnic_derive_key(module->dh_public, remote->node_id, rx_key);
+    return 0;
+#else
+    opal_btl_usnic_pair_end_t me = {.id = module->node_id, .public_key = module->dh_public};
+    opal_btl_usnic_pair_end_t peer = {.id = remote->node_id, .public_key = remote->dh_public};
+    return opal_btl_usnic_pair_keys(module->dh_secret, me, peer, shared_job_key(remote), tx_key, rx_key);
+#endif
+}
+
+/* Both ends must protect the same way, with an algorithm both can run,
+ * and |remote|'s public key must be one that makes a secret */
 static int endpoint_keys(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                          const opal_btl_usnic_modex_t *remote)
 {
@@ -178,8 +217,11 @@ static int endpoint_keys(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoin
         return OPAL_ERR_UNREACH;
     }
     uint8_t tx_key[OPAL_BTL_USNIC_KEY_BYTES], rx_key[OPAL_BTL_USNIC_KEY_BYTES];
-    opal_btl_usnic_derive_key(remote->recv_key, module->node_id, tx_key);
-    opal_btl_usnic_derive_key(module->recv_key, remote->node_id, rx_key);
+    if (0 != pair_keys(module, remote, tx_key, rx_key)) {
+        opal_btl_usnic_show_help(false, "bad peer key", opal_process_info.nodename, module->if_name,
+                                 opal_get_proc_hostname(ep->proc), remote->if_name);
+        return OPAL_ERR_UNREACH;
+    }
     opal_btl_usnic_endpoint_set_keys(ep, alg, tx_key, rx_key);
     sodium_memzero(tx_key, sizeof(tx_key));
     sodium_memzero(rx_key, sizeof(rx_key));

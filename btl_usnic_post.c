@@ -74,12 +74,37 @@ static bool stamp_ack(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *e
     return ep->rx.ack_owed;
 }
 
+/* |ep| reached the end of its nonces: its peer fails at the engine's
+ * next progress pass (opal_btl_usnic_nonces_spent_fail), not here in the
+ * middle of a post; the 2^32 counts left above the stop cover the rest */
+static void nonces_spent(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (!ep->tx.nonces_spent) {
+        ep->tx.nonces_spent = true;
+        ep->tx.spent_next = eng->nonces_spent;
+        eng->nonces_spent = ep;
+    }
+}
+
+void opal_btl_usnic_nonces_spent_fail(opal_btl_usnic_engine_t *eng)
+{
+    while (NULL != eng->nonces_spent) {
+        opal_btl_usnic_endpoint_t *ep = eng->nonces_spent;
+        eng->nonces_spent = ep->tx.spent_next;
+        ep->tx.spent_next = NULL;
+        eng->up->peer_failed(eng, ep, OPAL_ERR_OUT_OF_RESOURCE);
+    }
+}
+
 /* Nonce and tag of a datagram of |len| bytes at |hdr| followed by
  * |ext_len| bytes at |ext| (a payload gathered from elsewhere) */
 static void seal_parts(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_hdr_t *hdr,
                        size_t len, const uint8_t *ext, size_t ext_len)
 {
     uint64_t nonce = ep->tx.nonce++;
+    if (OPAL_UNLIKELY(opal_btl_usnic_nonce_spent(nonce))) {
+        nonces_spent(eng, ep);
+    }
     hdr->nonce = opal_btl_usnic_wire64(nonce);
     memset(hdr->mac, 0, sizeof(hdr->mac));
     if (OPAL_BTL_USNIC_PROTECT_NONE == eng->p.protect) {

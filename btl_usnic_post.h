@@ -123,6 +123,10 @@ static inline void opal_btl_usnic_hdr_fill(const opal_btl_usnic_engine_t *eng, o
  * right before it is posted: every transmission, a retransmission too, is
  * a new datagram with a new nonce.
  */
+/* Fail the peers of the endpoints whose nonces ran out (once each; its
+ * message says why: btl_usnic_module.c) */
+void opal_btl_usnic_nonces_spent_fail(opal_btl_usnic_engine_t *eng);
+
 void opal_btl_usnic_seg_seal(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg);
 /* The same for a datagram of |len| bytes laid out at |hdr| (the

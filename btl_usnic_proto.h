@@ -98,7 +98,9 @@
  * version 7 added path MTU probes, their echo in explicit ACKs, and
  * pieces (a datagram cut to a smaller path, reassembled by the receiver);
  * version 8 tells in each explicit ACK how long the receiver held it, so
- * that the sender's congestion control sees the path's delay alone.
+ * that the sender's congestion control sees the path's delay alone;
+ * version 9 keys each pair by X25519 (its modex entry publishes a public
+ * key where version 8 published the receive key itself).
  */
 #ifndef OPAL_BTL_USNIC_PROTO_H
 #define OPAL_BTL_USNIC_PROTO_H
@@ -108,7 +110,7 @@
 #include <endian.h>
 
 #define OPAL_BTL_USNIC_MAGIC            0x5553u   /* "US" */
-#define OPAL_BTL_USNIC_PROTO_VERSION    8
+#define OPAL_BTL_USNIC_PROTO_VERSION    9
 
 /* Segment types: X(name, value) */
 #define OPAL_BTL_USNIC_SEG_TYPES(X) \

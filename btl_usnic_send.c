@@ -393,6 +393,9 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng)
     eng->away_next = 0; /* the owner is back: a later absence starts its back-off afresh */
     eng->away_interval = 0;
     opal_btl_usnic_callbacks_run(eng);
+    if (OPAL_UNLIKELY(NULL != eng->nonces_spent)) {
+        opal_btl_usnic_nonces_spent_fail(eng);
+    }
     if (eng->now >= eng->next_deadline) {
         opal_btl_usnic_hotel_evict_due(eng);
     }

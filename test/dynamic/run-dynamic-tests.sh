@@ -475,6 +475,9 @@ pair_case() {
         return
     fi
     MPIRUN=$PAIR_RUN
+    # the keys' verbose lines (KEYS_LINE=1): exported before the name
+    # server starts would reach PRRTE's DVM too; here both launchers pass it on
+    [ "${KEYS_LINE:-0}" = 1 ] && export OMPI_MCA_btl_usnic_verbose=5
     run_mpi "$TEST_TIMEOUT" "$nps" "$dir/server.log" "$BUILD_DIR/$prog" server "$dir/port" &
     spid=$!
     DYN_PIDS+=("$spid")
@@ -483,6 +486,7 @@ pair_case() {
     wait "$spid"
     rc_s=$?
     MPIRUN=$mpirun_saved
+    unset OMPI_MCA_btl_usnic_verbose
     EXTRA_ARGS=()
     stop_name_server
     judge "$name (server)" "$dir/server.log" "$rc_s" "PASS $prog-server" || return
@@ -496,9 +500,30 @@ pair_case() {
         fail "$name" "server: $WHY" "$dir/server.log"
     elif ! check_peers "$name" "$dir/client.log" "$own" $((nps * npc)) 1; then
         fail "$name" "client: $WHY" "$dir/client.log"
+    elif [ "${KEYS_LINE:-0}" = 1 ] && ! keys_said "$dir/server.log" "$dir/client.log"; then
+        fail "$name" "$WHY" "$dir/client.log"
     else
         ok "$name ($(elapsed "$start")s${DROP_NOTE:-})"
     fi
+}
+
+# keys_said LOG...: each job said how its pairs with the other job are
+# keyed (README.txt, Security).  Open MPI 4.1's mpiruns give each job its
+# own launcher's secret, so the pairs across them have X25519 alone;
+# PRRTE gives none.
+keys_said() {
+    local log want
+    if [ "$LAUNCHER" = orte ]; then
+        want="keyed by X25519 alone"
+    else
+        want="launcher's secret: none"
+    fi
+    for log in "$@"; do
+        if ! grep -q "$want" "$log"; then
+            WHY="$(basename "$log"): no verbose line \"$want\" about the keys of pairs across jobs"
+            return 1
+        fi
+    done
 }
 
 futures_case() {
@@ -569,7 +594,7 @@ spawn_case "MPI_Comm_spawn_multiple, 2 parents, 1+2 children" 2 multiple "" 6 6
 cycles_case
 valgrind_case
 linger_case
-pair_case "MPI_Comm_connect/accept, 2+2 ranks, separate mpiruns" connect 2 2
+KEYS_LINE=1 pair_case "MPI_Comm_connect/accept, 2+2 ranks, separate mpiruns (keys across jobs said)" connect 2 2
 pair_case "MPI_Comm_join, 1+1 ranks, separate mpiruns" join 1 1
 futures_case
 

@@ -99,6 +99,8 @@ static void protection(const char *t)
 }
 static void no_random(const char *t) { SHOW(t, H, "(all)", "ENOSYS"); }
 static void no_crypto(const char *t) { SHOW(t, H, "1.0.18"); }
+static void nonces(const char *t) { SHOW(t, H, IF, "host-2", "3", "1099511627776"); }
+static void bad_key(const char *t) { SHOW(t, H, IF, "host-2", "eth3"); }
 
 static const topic_row_t rows[] = {
     {"bad parameter value", "ssss", bad_param},
@@ -118,6 +120,8 @@ static const topic_row_t rows[] = {
     {"protection mismatch", "sssxsssx", protection},
     {"no randomness", "sss", no_random},
     {"no crypto", "ss", no_crypto},
+    {"nonces used up", "sssss", nonces},
+    {"bad peer key", "ssss", bad_key},
 };
 #define NUM_ROWS (sizeof(rows) / sizeof(rows[0]))
 

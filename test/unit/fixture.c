@@ -414,6 +414,7 @@ void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce
     uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
     opal_btl_usnic_mac_t m;
     fx_key(sender, fx->eng.p.my_name, key);
+    opal_btl_usnic_incarnation_key(key, fx->seal_incarnation, key);
     opal_btl_usnic_mac_init(&m, fx_mac_alg(), key);
     h->nonce = opal_btl_usnic_wire64(nonce);
     memset(h->mac, 0, sizeof(h->mac));

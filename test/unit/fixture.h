@@ -114,6 +114,7 @@ struct fx_t {
 
     opal_btl_usnic_endpoint_t *peers[FX_MAX_PEERS]; /* by the peer's sender id */
     uint64_t seal_nonce;          /* the last nonce fx_recv sealed with */
+    uint32_t seal_incarnation;    /* the peer's endpoint incarnation fx_seal keys for (0) */
 };
 
 /* PML side of a send: counts its completion callbacks */

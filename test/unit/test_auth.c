@@ -5,8 +5,9 @@
  * key derivation and both tags (computed independently with OpenSSL 3's
  * BLAKE2BMAC, AES-256-GCM and ChaCha20-Poly1305), every size class and
  * two-part (gathered) tags against libsodium's one-shot, tampering, the algorithm
- * choice, kernel randomness, the anti-replay window, and the connectivity
- * agents' key and tag.
+ * choice, kernel randomness, the anti-replay window, the connectivity
+ * agents' key and tag, and protocol 9's pair keys and launcher secret
+ * (vectors from Python's cryptography X25519 and hashlib BLAKE2b).
  */
 #include "unit.h"
 
@@ -314,8 +315,157 @@ static void test_agent_key_and_tag_kat(void)
     CHECK(0 != memcmp(dgram, kat_agent_key, 32));
 }
 
+
+/* ----- pair keys (protocol 9) ----- */
+
+static const uint8_t kat_pk_a[32] = {0x07, 0xa3, 0x7c, 0xbc, 0x14, 0x20, 0x93, 0xc8, 0xb7, 0x55, 0xdc, 0x1b, 0x10, 0xe8, 0x6c, 0xb4, 0x26, 0x37, 0x4a, 0xd1, 0x6a, 0xa8, 0x53, 0xed, 0x0b, 0xdf, 0xc0, 0xb2, 0xb8, 0x6d, 0x1c, 0x7c};
+static const uint8_t kat_pair_tx[32] = {0xa0, 0x13, 0x5f, 0x9a, 0xd8, 0x85, 0xae, 0x29, 0x02, 0x80, 0xef, 0x86, 0xeb, 0x80, 0x74, 0x44, 0x8b, 0x83, 0x06, 0xcc, 0x72, 0x77, 0x53, 0x9d, 0x5e, 0x03, 0x32, 0x99, 0xf7, 0xb0, 0x13, 0xb8};
+static const uint8_t kat_pair_rx[32] = {0xf9, 0x92, 0x9b, 0xd8, 0xea, 0xec, 0x29, 0x2d, 0x56, 0x02, 0x23, 0xf9, 0x1b, 0xf0, 0x14, 0xb4, 0xfd, 0x9c, 0xea, 0x74, 0x29, 0xd7, 0x8d, 0x67, 0x5c, 0x98, 0xc0, 0x43, 0xe9, 0x3c, 0xd1, 0x70};
+static const uint8_t kat_pair_tx_job[32] = {0xe9, 0xf5, 0x09, 0x13, 0x10, 0x73, 0xa3, 0x9c, 0x12, 0x5f, 0x30, 0x51, 0xf6, 0xed, 0x09, 0xad, 0x04, 0x6a, 0x6b, 0xde, 0xcc, 0x10, 0x14, 0x7e, 0xea, 0x6e, 0x85, 0x03, 0x77, 0xcd, 0xe3, 0xed};
+static const uint8_t kat_secret_key[32] = {0x8e, 0x34, 0x41, 0x6d, 0x6a, 0x57, 0xd7, 0xca, 0x4c, 0x75, 0x6d, 0x64, 0x60, 0xf1, 0x86, 0x87, 0x4d, 0xb7, 0x20, 0x9d, 0x59, 0x0c, 0x81, 0xa6, 0x9e, 0x9b, 0x15, 0xc9, 0x86, 0x53, 0xec, 0xd0};
+static const uint8_t kat_secret_id[16] = {0x7d, 0x29, 0x88, 0x73, 0x4b, 0x0c, 0xac, 0xea, 0x18, 0xc0, 0x66, 0x9f, 0x31, 0xb1, 0x89, 0xce};
+
+static const uint8_t kat_pair_tx_incarnation1[32] = {0x44, 0xa6, 0x07, 0xbd, 0xae, 0x84, 0xff, 0xff, 0xa7, 0x2e, 0x61, 0xed, 0x3f, 0xd4, 0x3d, 0x7b, 0xae, 0x80, 0x01, 0x42, 0x12, 0x39, 0xbf, 0xdc, 0xa9, 0x1e, 0x60, 0x4e, 0xa0, 0x0e, 0xe4, 0x2f};
+
+/* secrets 01..20 (A) and 21..40 (B), identities 80..8f (A) and a0..af (B) */
+static void pair_inputs(uint8_t sk_a[32], uint8_t sk_b[32], uint8_t id_a[16], uint8_t id_b[16])
+{
+    for (int i = 0; i < 32; ++i) {
+        sk_a[i] = (uint8_t) (1 + i);
+        sk_b[i] = (uint8_t) (0x21 + i);
+    }
+    for (int i = 0; i < 16; ++i) {
+        id_a[i] = (uint8_t) (0x80 + i);
+        id_b[i] = (uint8_t) (0xa0 + i);
+    }
+}
+
+static void pair_publics(const uint8_t sk_a[32], const uint8_t sk_b[32], uint8_t pk_a[32], uint8_t pk_b[32])
+{
+    CHECK_EQ(crypto_scalarmult_base(pk_a, sk_a), 0);
+    CHECK_EQ(crypto_scalarmult_base(pk_b, sk_b), 0);
+}
+
+static void test_pair_keys_kat(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    uint8_t sk_a[32], sk_b[32], id_a[16], id_b[16], pk_a[32], pk_b[32];
+    pair_inputs(sk_a, sk_b, id_a, id_b);
+    pair_publics(sk_a, sk_b, pk_a, pk_b);
+    CHECK_MEM(pk_a, kat_pk_a, 32);
+    opal_btl_usnic_pair_end_t a = {.id = id_a, .public_key = pk_a}, b = {.id = id_b, .public_key = pk_b};
+    uint8_t tx[32], rx[32], b_tx[32], b_rx[32];
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_a, a, b, NULL, tx, rx), 0);
+    CHECK_MEM(tx, kat_pair_tx, 32);
+    CHECK_MEM(rx, kat_pair_rx, 32);
+    /* B computes the same two keys, each for the other direction */
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_b, b, a, NULL, b_tx, b_rx), 0);
+    CHECK_MEM(b_tx, kat_pair_rx, 32);
+    CHECK_MEM(b_rx, kat_pair_tx, 32);
+    /* the launcher's secret changes both */
+    uint8_t job[32];
+    memset(job, 0x55, sizeof(job));
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_a, a, b, job, tx, rx), 0);
+    CHECK_MEM(tx, kat_pair_tx_job, 32);
+    CHECK(0 != memcmp(rx, kat_pair_rx, 32));
+    job[31] ^= 1;
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_a, a, b, job, tx, rx), 0);
+    CHECK(0 != memcmp(tx, kat_pair_tx_job, 32));
+}
+
+/* Everything the modex publishes (both public keys and identities) does
+ * not make the keys: the old derivation from it, or another secret,
+ * gives other keys; each public input matters */
+static void test_pair_keys_need_a_secret(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    uint8_t sk_a[32], sk_b[32], id_a[16], id_b[16], pk_a[32], pk_b[32], tx[32], rx[32], guess[32];
+    pair_inputs(sk_a, sk_b, id_a, id_b);
+    pair_publics(sk_a, sk_b, pk_a, pk_b);
+    opal_btl_usnic_pair_end_t a = {.id = id_a, .public_key = pk_a}, b = {.id = id_b, .public_key = pk_b};
+    opal_btl_usnic_derive_key(pk_b, id_a, guess); /* protocol 8 from the modex */
+    CHECK(0 != memcmp(guess, kat_pair_tx, 32));
+    uint8_t other_sk[32];
+    memcpy(other_sk, sk_a, 32);
+    other_sk[7] ^= 0x40;
+    CHECK_EQ(opal_btl_usnic_pair_keys(other_sk, a, b, NULL, tx, rx), 0);
+    CHECK(0 != memcmp(tx, kat_pair_tx, 32));
+    id_b[3] ^= 1;
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_a, a, b, NULL, tx, rx), 0);
+    CHECK(0 != memcmp(tx, kat_pair_tx, 32));
+    CHECK(0 != memcmp(rx, kat_pair_rx, 32));
+}
+
+/* A low-order public key (zero) would make a shared value anyone knows */
+static void test_pair_keys_refuse_a_low_order_point(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    uint8_t sk_a[32], sk_b[32], id_a[16], id_b[16], pk_a[32], pk_b[32], tx[32], rx[32];
+    pair_inputs(sk_a, sk_b, id_a, id_b);
+    pair_publics(sk_a, sk_b, pk_a, pk_b);
+    uint8_t zero[32] = {0};
+    opal_btl_usnic_pair_end_t a = {.id = id_a, .public_key = pk_a}, bad = {.id = id_b, .public_key = zero};
+    CHECK_EQ(opal_btl_usnic_pair_keys(sk_a, a, bad, NULL, tx, rx), -1);
+}
+
+/* Incarnation 0 keeps the pair's key; each later one has its own */
+static void test_incarnation_keys(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    uint8_t k0[32], k1[32], k2[32];
+    opal_btl_usnic_incarnation_key(kat_pair_tx, 0, k0);
+    CHECK_MEM(k0, kat_pair_tx, 32);
+    opal_btl_usnic_incarnation_key(kat_pair_tx, 1, k1);
+    CHECK_MEM(k1, kat_pair_tx_incarnation1, 32);
+    opal_btl_usnic_incarnation_key(kat_pair_tx, 2, k2);
+    CHECK(0 != memcmp(k2, k1, 32));
+    CHECK(0 != memcmp(k2, kat_pair_tx, 32));
+    memcpy(k2, kat_pair_tx, 32);
+    opal_btl_usnic_incarnation_key(k2, 1, k2); /* in place */
+    CHECK_MEM(k2, kat_pair_tx_incarnation1, 32);
+}
+
+static void test_dh_keypair(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    uint8_t sk[32], pk[32], again[32], sk2[32], pk2[32];
+    CHECK_EQ(opal_btl_usnic_dh_keypair(sk, pk), 0);
+    CHECK_EQ(crypto_scalarmult_base(again, sk), 0);
+    CHECK_MEM(pk, again, 32);
+    CHECK_EQ(opal_btl_usnic_dh_keypair(sk2, pk2), 0);
+    CHECK(0 != memcmp(sk, sk2, 32));
+}
+
+static void test_job_secret_parse(void)
+{
+    REQUIRE(0 != opal_btl_usnic_auth_init());
+    static const uint8_t zero_id[16] = {0};
+    opal_btl_usnic_job_secret_t s;
+    opal_btl_usnic_job_secret_parse(NULL, &s);
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_NONE);
+    opal_btl_usnic_job_secret_parse("", &s);
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_NONE);
+    /* Open MPI 4.1's ess/pmi under a direct launch: job family, local job id */
+    opal_btl_usnic_job_secret_parse("000000000000abcd-0000000000000001", &s);
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_WEAK);
+    CHECK_MEM(s.id, zero_id, 16);
+    opal_btl_usnic_job_secret_parse("0123456789abcdef", &s); /* 64 bits */
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_WEAK);
+    /* as Open MPI 4.1's mpirun makes it */
+    opal_btl_usnic_job_secret_parse("e470ea9872db7677-1f5409c8de329737", &s);
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_GOOD);
+    CHECK_MEM(s.key, kat_secret_key, 32);
+    CHECK_MEM(s.id, kat_secret_id, 16);
+    /* one word small, the other random: not made of job ids */
+    opal_btl_usnic_job_secret_parse("0000000000000001-1f5409c8de329737", &s);
+    CHECK_EQ(s.kind, OPAL_BTL_USNIC_SECRET_GOOD);
+    CHECK(0 != memcmp(s.id, kat_secret_id, 16));
+}
+
 UNIT_MAIN(UNIT_TEST(test_derive_key_kat), UNIT_TEST(test_chachapoly_kat), UNIT_TEST(test_aesgcm_kat),
           UNIT_TEST(test_sizes_and_parts),
           UNIT_TEST(test_no_key_checks_nothing), UNIT_TEST(test_mac_pick), UNIT_TEST(test_random),
           UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window),
-          UNIT_TEST(test_agent_key_and_tag_kat))
+          UNIT_TEST(test_agent_key_and_tag_kat), UNIT_TEST(test_pair_keys_kat),
+          UNIT_TEST(test_pair_keys_need_a_secret), UNIT_TEST(test_pair_keys_refuse_a_low_order_point),
+          UNIT_TEST(test_dh_keypair), UNIT_TEST(test_job_secret_parse), UNIT_TEST(test_incarnation_keys))

@@ -122,5 +122,61 @@ static void test_seq_endpoint_limits(void)
     fx_fini(&fx);
 }
 
+/* An endpoint made again to the same peer (same keys from the pair, same
+ * first sequence numbers) takes no datagram of the earlier one: its keys
+ * are the next incarnation's (btl_usnic_auth.c, "Incarnations") */
+static void test_endpoint_incarnation_refuses_earlier_datagrams(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    enum { PEER = 3 };
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, 100, 500);
+    uint8_t recorded[256];
+    uint32_t v = 7;
+    size_t len = fx_build_frag(recorded, PEER, 500, 3, &v, sizeof(v));
+    fx_seal(&fx, recorded, len, PEER, 1);
+    fx_recv_raw(&fx, recorded, len);
+    CHECK_EQ(fx.ndels, 1);
+    fx_ep_free(&fx, ep);
+
+    ep = fx_ep_new(&fx, PEER, 64, 100, 500);
+    uint64_t bad = fx.eng.stats.num_drop_bad_mac;
+    fx_recv_raw(&fx, recorded, len); /* recorded from the first, replayed to the second */
+    CHECK_EQ(fx.ndels, 1);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, bad + 1);
+    /* control: the same datagram from the peer's second incarnation is taken */
+    fx.seal_incarnation = 1;
+    uint8_t fresh[256];
+    len = fx_build_frag(fresh, PEER, 500, 3, &v, sizeof(v));
+    fx_seal(&fx, fresh, len, PEER, 1);
+    fx_recv_raw(&fx, fresh, len);
+    CHECK_EQ(fx.ndels, 2);
+    /* a third incarnation refuses the second's */
+    fx_ep_free(&fx, ep);
+    ep = fx_ep_new(&fx, PEER, 64, 100, 500);
+    bad = fx.eng.stats.num_drop_bad_mac;
+    fx_recv_raw(&fx, fresh, len);
+    CHECK_EQ(fx.ndels, 2);
+    CHECK_EQ_U(fx.eng.stats.num_drop_bad_mac, bad + 1);
+    (void) ep;
+    fx_fini(&fx);
+}
+
+/* Each endpoint a module makes takes the next nonce generation; past the
+ * last one it refuses (its nonces would repeat an earlier endpoint's) */
+static void test_endpoint_generations_bounded(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    fx.eng.nonce_generation = OPAL_BTL_USNIC_NONCE_GENERATIONS - 1;
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, 16, 1, 1);
+    CHECK_EQ_U(ep->tx.nonce >> OPAL_BTL_USNIC_NONCE_COUNT_BITS, OPAL_BTL_USNIC_NONCE_GENERATIONS - 1);
+    opal_btl_usnic_endpoint_t *more = OBJ_NEW(opal_btl_usnic_endpoint_t);
+    CHECK_EQ(opal_btl_usnic_endpoint_init_rel(more, &fx.eng, 16, 1, 1), OPAL_ERR_OUT_OF_RESOURCE);
+    OBJ_RELEASE(more);
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_seq_endpoint_isn_state), UNIT_TEST(test_seq_window_rounding),
-          UNIT_TEST(test_seq_endpoint_limits))
+          UNIT_TEST(test_seq_endpoint_limits), UNIT_TEST(test_endpoint_incarnation_refuses_earlier_datagrams),
+          UNIT_TEST(test_endpoint_generations_bounded))

@@ -239,6 +239,37 @@ static void test_bye_send_is_final_ack(void)
     fx_fini(&fx);
 }
 
+/* An endpoint whose nonce count reaches the stop fails its peer at the
+ * next progress pass (not inside the post), and no nonce it sealed left
+ * its generation */
+static void test_nonces_spent_fail_the_peer(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, 1, 64, 100, 200);
+    uint64_t generation = ep->tx.nonce >> OPAL_BTL_USNIC_NONCE_COUNT_BITS;
+    ep->tx.nonce = (generation << OPAL_BTL_USNIC_NONCE_COUNT_BITS) | (OPAL_BTL_USNIC_NONCE_COUNT_STOP - 2);
+    FX_SEND_TINY(&fx, ep, 4, NULL);
+    CHECK(ep->tx.nonces_spent);
+    CHECK_EQ(fx.peer_failed_calls, 0);
+    fx_progress(&fx);
+    CHECK_EQ(fx.peer_failed_calls, 1);
+    CHECK_EQ(fx.peer_failed_rc, OPAL_ERR_OUT_OF_RESOURCE);
+    CHECK(ep->failed);
+    CHECK_PTR_EQ(fx.eng.nonces_spent, NULL);
+    CHECK(fx.nposts >= 4);
+    for (size_t i = 0; i < fx.nposts; ++i) {
+        uint64_t nonce = opal_btl_usnic_host64(fx_post_hdr(&fx.posts[i])->nonce);
+        CHECK_EQ_U(nonce >> OPAL_BTL_USNIC_NONCE_COUNT_BITS, generation);
+        CHECK((nonce & OPAL_BTL_USNIC_NONCE_COUNT_MASK) < OPAL_BTL_USNIC_NONCE_COUNT_STOP + 8);
+    }
+    /* control: one below the stop is not spent */
+    CHECK(!opal_btl_usnic_nonce_spent(OPAL_BTL_USNIC_NONCE_COUNT_STOP - 1));
+    CHECK(opal_btl_usnic_nonce_spent(OPAL_BTL_USNIC_NONCE_COUNT_STOP));
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_max_resends_per_iteration), UNIT_TEST(test_resend_credit_and_backpressure),
           UNIT_TEST(test_ack_piggyback_not_paid_on_backpressure), UNIT_TEST(test_ack_waits_for_priority_credit),
-          UNIT_TEST(test_completion_inside_post), UNIT_TEST(test_bye_send_is_final_ack))
+          UNIT_TEST(test_completion_inside_post), UNIT_TEST(test_bye_send_is_final_ack),
+          UNIT_TEST(test_nonces_spent_fail_the_peer))

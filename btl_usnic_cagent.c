@@ -886,12 +886,11 @@ static bool passes_gate(int s, size_t n, const struct sockaddr_in *from, uint64_
     return false;
 }
 
+/* A datagram past the cheap checks, whole in agent.buf: its tag, then
+ * what it asks for */
 static void on_datagram(int s, size_t n, const struct sockaddr_in *from, uint64_t now)
 {
     opal_btl_usnic_cprobe_t p;
-    if (!passes_gate(s, n, from, now)) {
-        return;
-    }
     if (!have_key(now)) {
         ++agent.cnt.drop_no_key;
         return;
@@ -916,12 +915,24 @@ static void read_socks(uint64_t now)
         for (; budget > 0; --budget) {
             struct sockaddr_in from;
             socklen_t fl = sizeof(from);
-            ssize_t n = recvfrom(agent.socks[i].fd, agent.buf, sizeof(agent.buf), MSG_DONTWAIT,
-                                 (struct sockaddr *) &from, &fl);
+            /* The header first (MSG_TRUNC: and the datagram's length): the
+             * cheap checks read nothing else, and a datagram they refuse
+             * goes without copying the rest of it (up to 65 KB) */
+            ssize_t n = recvfrom(agent.socks[i].fd, agent.buf, OPAL_BTL_USNIC_CPROBE_HDR_LEN,
+                                 MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC, (struct sockaddr *) &from, &fl);
             if (n < 0) {
                 break; /* EAGAIN, or an ICMP error of an earlier probe: its round times out */
             }
-            on_datagram(i, (size_t) n, &from, now);
+            if (!passes_gate(i, (size_t) n, &from, now)) {
+                (void) recv(agent.socks[i].fd, agent.buf, 0, MSG_DONTWAIT); /* discarded */
+                continue;
+            }
+            ssize_t whole = recv(agent.socks[i].fd, agent.buf, sizeof(agent.buf), MSG_DONTWAIT);
+            if (whole == n) {
+                on_datagram(i, (size_t) n, &from, now);
+            } else {
+                ++agent.cnt.drop_malformed; /* not what was peeked at: cannot happen with one reader */
+            }
         }
     }
     agent.next_sock = (agent.next_sock + 1) % (agent.nsocks > 0 ? agent.nsocks : 1);

@@ -368,7 +368,8 @@ typedef struct opal_btl_usnic_cgate_in_t {
 
 /**
  * Run the cheap checks, in the order above, on the |len|-byte datagram
- * at |buf|.  Sets *|src_p| to the source's published agent when the
+ * at |buf|, of which they read only the first
+ * OPAL_BTL_USNIC_CPROBE_HDR_LEN bytes (the agent peeks at those alone).  Sets *|src_p| to the source's published agent when the
  * answer is OPAL_BTL_USNIC_CGATE_TAG.  A datagram takes one unit from
  * its source's bucket once past check 3, and its length from the tag
  * budget once past check 4: what a check refuses costs no later check.

@@ -521,6 +521,13 @@ static void test_cc_gate_order(void)
     now += 1000000;
     n = gate_dgram(1500);
     CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    /* the header is all it reads (the agent peeks at that alone; ASan
+     * sees an overread of this buffer) */
+    uint8_t *hdr = (uint8_t *) malloc(OPAL_BTL_USNIC_CPROBE_HDR_LEN);
+    REQUIRE(NULL != hdr);
+    memcpy(hdr, buf, OPAL_BTL_USNIC_CPROBE_HDR_LEN);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(hdr, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    free(hdr);
     opal_btl_usnic_cpeers_fini(&f.peers);
 }
 

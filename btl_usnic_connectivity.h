@@ -39,6 +39,9 @@
  *    published in the modex (the agent looks it up by that rank); anything
  *    else is refused, never probed.  The agent computes the probe size
  *    itself, from the modex MTUs.
+ *  - No tag is computed for a datagram before cheap checks pass: its
+ *    shape and size, a published source address, that source's rate
+ *    and the agent's tag budget (opal_btl_usnic_cprobe_gate, below).
  *  - Work is bounded: OPAL_BTL_USNIC_CTABLE_SIZE live checks (finished
  *    ones freed OPAL_BTL_USNIC_CHECK_GRACE_USEC after their verdict), a
  *    fixed number of client connections, and a cap on the datagrams and

@@ -69,7 +69,8 @@
 #                 well-formed probes with random tags, 65000 bytes (3 of
 #                 4) and 1200 bytes, from its own socket.  Before: the
 #                 agent computed the tag of each (88 us for 65000 bytes),
-#                 +640 ms of rank 1's CPU in 3 s (21 % of a core).  Now:
+#                 +640 to +1190 ms of rank 1's CPU in 3 s (21-40 % of a
+#                 core).  Now:
 #                 drop_too_large and drop_source_unpublished count them,
 #                 no tag is computed (tags_checked stays at the job's own
 #                 few), and rank 1's CPU time in the flood stays within
@@ -523,10 +524,11 @@ else
     unauth=$(counter "$logD" "$H2" drop_unauthentic)
     # The bound: JUNK_CPU_MS_PER_S of rank 1's CPU time a second beyond
     # the quiet window's.  Measured (2-core VM, a CI run beside it, 3 s):
-    # quiet 60-100 ms; flooded, with the cheap checks, 80-140 ms (-10 to
-    # +40 ms over quiet); without them (tag first) 700 ms, +640 ms
-    # (36000 tags).  50 ms a second is 5 % of a core: 4 times below the
-    # tag-first cost, 3 times above the noise seen.
+    # quiet 60-100 ms; flooded, with the cheap checks, 50-140 ms (-20 to
+    # +40 ms over quiet on 4.1, +10 to +50 on 5.0); without them (the tag
+    # first: the build before them) +640 to +1190 ms (36000-53000 tags).
+    # 50 ms a second is 5 % of a core: 4 to 8 times below the tag-first
+    # cost, 3 times above the largest difference seen with the checks.
     bound=$((${JUNK_CPU_MS_PER_S:-50} * JUNK_SECONDS))
     detail="quiet ${quiet} ms, flooded ${flooded} ms of CPU in $JUNK_SECONDS s; drop_too_large=$too_large drop_source_unpublished=$unpublished tags_checked=$tags drop_unauthentic=$unauth"
     if ! job_ok "$logD" idle_victim; then

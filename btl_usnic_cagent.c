@@ -59,8 +59,8 @@
                                  checks (btl_usnic_connectivity.h) */                                    \
     X(drop_malformed)         /* not a probe or echo of this version (garbage, version 1) */             \
     X(drop_too_large)         /* larger than any probe between the two agents' modex MTUs */             \
-    X(drop_source_unpublished) /* from an address and port no rank published: not an agent's socket */  \
-    X(drop_source_rate)       /* beyond its source's budget (CAGENT_SOURCE_BURST) */                     \
+    X(drop_source_unpublished) /* from an address and port no rank published: not an agent's socket */   \
+    X(drop_source_rate)       /* beyond its source's token bucket (source_burst()) */                    \
     X(drop_tag_budget)        /* beyond the agent's budget of tag bytes (CAGENT_TAG_BUDGET_BYTES) */     \
     X(drop_no_key)            /* past the cheap checks, but rank 0's agent key is not known */           \
     X(drop_unauthentic)       /* a tag not made with the job's agent key */                              \

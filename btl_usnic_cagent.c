@@ -55,8 +55,14 @@
     X(probes_answered)        /* echoes this agent sent */                                               \
     X(echo_redirected)        /* of those, for probes whose source was not the address their sender      \
                                  published: the echo went to the published address */                   \
+    X(tags_checked)           /* received datagrams whose tag was computed: each passed the cheap        \
+                                 checks (btl_usnic_connectivity.h) */                                    \
     X(drop_malformed)         /* not a probe or echo of this version (garbage, version 1) */             \
-    X(drop_no_key)            /* well formed, but rank 0's agent key is not known */                     \
+    X(drop_too_large)         /* larger than any probe between the two agents' modex MTUs */             \
+    X(drop_source_unpublished) /* from an address and port no rank published: not an agent's socket */   \
+    X(drop_source_rate)       /* beyond its source's token bucket (source_burst()) */                    \
+    X(drop_tag_budget)        /* beyond the agent's budget of tag bytes (CAGENT_TAG_BUDGET_BYTES) */     \
+    X(drop_no_key)            /* past the cheap checks, but rank 0's agent key is not known */           \
     X(drop_unauthentic)       /* a tag not made with the job's agent key */                              \
     X(drop_not_for_us)        /* an authentic probe addressed to another agent */                        \
     X(drop_unknown_source)    /* an authentic probe whose sender address no rank published */            \
@@ -111,6 +117,10 @@ static struct {
     opal_event_t timer;
     bool timer_on;
     uint8_t buf[OPAL_BTL_USNIC_CPROBE_MAX + 64];
+    opal_btl_usnic_cbucket_t tag_budget;  /* bytes of received datagrams whose tag may be computed */
+    opal_btl_usnic_cbucket_t modex_reads; /* modex reads a datagram's claimed rank may cause */
+    uint8_t *vpids_read;                  /* bit per rank: its agent addresses are in peers */
+    size_t vpids_bits;
     counters_t cnt;
     uint64_t checks_ok, checks_failed;
     uint32_t max_check_usec;
@@ -262,6 +272,27 @@ static bool have_key(uint64_t now)
     return agent.key_ready;
 }
 
+/* Ranks whose agent addresses were read from the modex (all of them:
+ * the modex does not change once there), one bit each, for the first
+ * CAGENT_VPID_BITS_MAX ranks of the job */
+#define CAGENT_VPID_BITS_MAX (1u << 24)
+static bool vpid_was_read(uint32_t vpid)
+{
+    return vpid < agent.vpids_bits && 0 != (agent.vpids_read[vpid / 8] & (1u << (vpid % 8)));
+}
+
+static void vpid_mark_read(uint32_t vpid)
+{
+    if (NULL == agent.vpids_read) {
+        size_t bits = (agent.job_size < CAGENT_VPID_BITS_MAX) ? agent.job_size : CAGENT_VPID_BITS_MAX;
+        agent.vpids_read = (uint8_t *) calloc((bits + 7) / 8, 1);
+        agent.vpids_bits = (NULL != agent.vpids_read) ? bits : 0;
+    }
+    if (vpid < agent.vpids_bits) {
+        agent.vpids_read[vpid / 8] |= (uint8_t) (1u << (vpid % 8));
+    }
+}
+
 /* The agent address |ipv4|:|port| if a rank published it: remembered, or
  * looked up in the modex of rank |vpid| (the sender's or client's word
  * for who published it), whose agent addresses are then remembered */
@@ -273,6 +304,9 @@ static opal_btl_usnic_cpeer_t *published_agent(uint32_t vpid, uint32_t ipv4, uin
     }
     size_t n = 0;
     opal_btl_usnic_modex_t *m = modex_of(vpid, &n);
+    if (NULL != m) {
+        vpid_mark_read(vpid);
+    }
     for (size_t j = 0; NULL != m && j < n; ++j) {
         if (0 != m[j].probe_port) {
             (void) opal_btl_usnic_cpeers_add(&agent.peers, m[j].ipv4, m[j].probe_port, vpid, m[j].mtu);
@@ -436,6 +470,8 @@ int opal_btl_usnic_cagent_init(void)
         return OPAL_SUCCESS;
     }
     memset(&agent.cnt, 0, sizeof(agent.cnt));
+    memset(&agent.tag_budget, 0, sizeof(agent.tag_budget));
+    memset(&agent.modex_reads, 0, sizeof(agent.modex_reads));
     agent.key_ready = agent.key_missing_said = false;
     agent.key_next_try = 0;
     for (int i = 0; i < CAGENT_MAX_CONNS; ++i) {
@@ -784,14 +820,101 @@ static void take_echo(const opal_btl_usnic_cprobe_t *e, const struct sockaddr_in
     }
 }
 
+/* ----- the cheap checks before a datagram's tag (btl_usnic_connectivity.h) ----- */
+
+/* Per source address, in datagrams per btl_usnic_connectivity_timeout.
+ * What a genuine agent at one address sends to this agent: for each of
+ * our CAGENT_MAX_SOCKS-bounded nsocks addresses its host checks, one
+ * round of 2 probes (small and large) per connectivity_timeout (rounds
+ * are that far apart; a round resends only the sizes not yet echoed),
+ * and for each of our checks towards it (at most one per our socket:
+ * one check per pair) the 2 echoes of a round: 4 * nsocks per timeout.
+ * Twice that, because a late round and the next one can land in one
+ * timeout, and a check that starts again after its verdict's grace
+ * (OPAL_BTL_USNIC_CHECK_GRACE_USEC, 10 s) adds one round at most. */
+static uint32_t source_burst(void)
+{
+    return 2u * 4u * (uint32_t) agent.nsocks;
+}
+
+/* The whole agent's tags, in bytes per second: the sum over every source
+ * that passed its own bucket (many published sources, forged by root or
+ * a host on the path, could each spend theirs).  At about 1.4 ns a byte
+ * that is at most ~45 ms of rank 0's CPU a second (<5 %).  A genuine
+ * round of a 900-host job at a 9000-byte MTU (4 datagrams per host, as
+ * above) fits in one second's budget; beyond it, or when a flood takes
+ * the budget, a probe or echo refused here is one lost on the path: the
+ * checker resends it the next round (btl_usnic_connectivity_retries). */
+#define CAGENT_TAG_BUDGET_BYTES (32u << 20)
+#define CAGENT_TAG_BUDGET_USEC 1000000u
+
+/* A datagram from an address not yet remembered makes the agent read the
+ * modex of the rank it claims (from_rank: anyone's word before the tag);
+ * a rank read once is not read again (vpids_read), and the reads of ranks
+ * not yet read are at most CAGENT_MODEX_READS a second, so that junk does
+ * not make the agent ask PMIx for every datagram.  A genuine prober whose
+ * read is refused here resends. */
+#define CAGENT_MODEX_READS 1000u
+#define CAGENT_MODEX_READS_USEC 1000000u
+
+static opal_btl_usnic_cpeer_t *gate_find_source(void *ctx, uint32_t ipv4, uint16_t port, uint32_t claimed_vpid)
+{
+    uint64_t now = *(const uint64_t *) ctx;
+    opal_btl_usnic_cpeer_t *p = opal_btl_usnic_cpeers_find(&agent.peers, ipv4, port);
+    if (NULL != p || 0 == port || claimed_vpid >= agent.job_size || vpid_was_read(claimed_vpid) ||
+        !opal_btl_usnic_cbucket_take(&agent.modex_reads, now, 1, CAGENT_MODEX_READS, CAGENT_MODEX_READS_USEC)) {
+        return p;
+    }
+    return published_agent(claimed_vpid, ipv4, port);
+}
+
+/* Past the cheap checks?  Counts the refusal otherwise. */
+static bool passes_gate(int s, size_t n, const struct sockaddr_in *from, uint64_t now)
+{
+    opal_btl_usnic_cgate_in_t in = {.local_mtu = agent.socks[s].mtu,
+                                    .src_ipv4 = from->sin_addr.s_addr,
+                                    .src_port = ntohs(from->sin_port),
+                                    .find_source = gate_find_source,
+                                    .ctx = &now,
+                                    .source_burst = source_burst(),
+                                    .source_period_usec = (uint64_t) opal_btl_usnic_globals.connectivity_timeout * 1000u,
+                                    .tag_budget = &agent.tag_budget,
+                                    .tag_budget_bytes = CAGENT_TAG_BUDGET_BYTES,
+                                    .tag_budget_period_usec = CAGENT_TAG_BUDGET_USEC};
+    opal_btl_usnic_cpeer_t *src = NULL;
+    switch (opal_btl_usnic_cprobe_gate(agent.buf, n, &in, now, &src)) {
+    case OPAL_BTL_USNIC_CGATE_TAG:
+        return true;
+    case OPAL_BTL_USNIC_CGATE_MALFORMED:
+        ++agent.cnt.drop_malformed;
+        break;
+    case OPAL_BTL_USNIC_CGATE_TOO_LARGE:
+        ++agent.cnt.drop_too_large;
+        break;
+    case OPAL_BTL_USNIC_CGATE_UNPUBLISHED:
+        ++agent.cnt.drop_source_unpublished;
+        break;
+    case OPAL_BTL_USNIC_CGATE_SOURCE_RATE:
+        ++agent.cnt.drop_source_rate;
+        break;
+    case OPAL_BTL_USNIC_CGATE_TAG_BUDGET:
+        ++agent.cnt.drop_tag_budget;
+        break;
+    }
+    return false;
+}
+
+/* A datagram past the cheap checks, whole in agent.buf: its tag, then
+ * what it asks for */
 static void on_datagram(int s, size_t n, const struct sockaddr_in *from, uint64_t now)
 {
     opal_btl_usnic_cprobe_t p;
-    if (!opal_btl_usnic_cprobe_well_formed(agent.buf, n)) {
-        ++agent.cnt.drop_malformed;
-    } else if (!have_key(now)) {
+    if (!have_key(now)) {
         ++agent.cnt.drop_no_key;
-    } else if (OPAL_BTL_USNIC_CPROBE_VALID != opal_btl_usnic_cprobe_parse(agent.buf, n, agent.key, &p)) {
+        return;
+    }
+    ++agent.cnt.tags_checked;
+    if (OPAL_BTL_USNIC_CPROBE_VALID != opal_btl_usnic_cprobe_parse(agent.buf, n, agent.key, &p)) {
         ++agent.cnt.drop_unauthentic;
     } else if (OPAL_BTL_USNIC_CPROBE_PROBE == p.type) {
         answer_probe(s, &p, from, now);
@@ -810,12 +933,24 @@ static void read_socks(uint64_t now)
         for (; budget > 0; --budget) {
             struct sockaddr_in from;
             socklen_t fl = sizeof(from);
-            ssize_t n = recvfrom(agent.socks[i].fd, agent.buf, sizeof(agent.buf), MSG_DONTWAIT,
-                                 (struct sockaddr *) &from, &fl);
+            /* The header first (MSG_TRUNC: and the datagram's length): the
+             * cheap checks read nothing else, and a datagram they refuse
+             * goes without copying the rest of it (up to 65 KB) */
+            ssize_t n = recvfrom(agent.socks[i].fd, agent.buf, OPAL_BTL_USNIC_CPROBE_HDR_LEN,
+                                 MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC, (struct sockaddr *) &from, &fl);
             if (n < 0) {
                 break; /* EAGAIN, or an ICMP error of an earlier probe: its round times out */
             }
-            on_datagram(i, (size_t) n, &from, now);
+            if (!passes_gate(i, (size_t) n, &from, now)) {
+                (void) recv(agent.socks[i].fd, agent.buf, 0, MSG_DONTWAIT); /* discarded */
+                continue;
+            }
+            ssize_t whole = recv(agent.socks[i].fd, agent.buf, sizeof(agent.buf), MSG_DONTWAIT);
+            if (whole == n) {
+                on_datagram(i, (size_t) n, &from, now);
+            } else {
+                ++agent.cnt.drop_malformed; /* not what was peeked at: cannot happen with one reader */
+            }
         }
     }
     agent.next_sock = (agent.next_sock + 1) % (agent.nsocks > 0 ? agent.nsocks : 1);
@@ -971,6 +1106,9 @@ void opal_btl_usnic_cagent_fini(void)
     agent.nsocks = 0;
     opal_btl_usnic_ctable_fini(&agent.checks);
     opal_btl_usnic_cpeers_fini(&agent.peers);
+    free(agent.vpids_read);
+    agent.vpids_read = NULL;
+    agent.vpids_bits = 0;
     sodium_memzero(agent.key, sizeof(agent.key));
     agent.key_ready = false;
     free(agent.modex_key);

@@ -3,8 +3,9 @@
  *
  * The connectivity checker's pure parts (design in
  * btl_usnic_connectivity.h): the probe format with its tag, the agent's
- * bounded check table, echo matching, and the table of agent addresses
- * published in the modex with its echo rate limit.  No Open MPI, no
+ * bounded check table, echo matching, the table of agent addresses
+ * published in the modex with its echo rate limit, token buckets and
+ * the cheap checks a received datagram passes before its tag.  No Open MPI, no
  * sockets: the unit tests link this file alone (with btl_usnic_auth.c).
  */
 #include "btl_usnic_connectivity.h"
@@ -110,6 +111,66 @@ opal_btl_usnic_cprobe_status_t opal_btl_usnic_cprobe_parse(const uint8_t *buf, s
     p->from_port = get16(buf + 36);
     p->to_port = get16(buf + 38);
     return OPAL_BTL_USNIC_CPROBE_VALID;
+}
+
+/* ----- the cheap checks before the tag ----- */
+
+/* Larger than any probe between an agent of MTU |a| and one of MTU |b|?
+ * (the small probe always fits: opal_btl_usnic_cprobe_large_size) */
+static bool too_large(size_t len, uint32_t a, uint32_t b)
+{
+    return len > OPAL_BTL_USNIC_CPROBE_SMALL && len > opal_btl_usnic_cprobe_large_size(a, b, 0);
+}
+
+opal_btl_usnic_cgate_t opal_btl_usnic_cprobe_gate(const uint8_t *buf, size_t len, const opal_btl_usnic_cgate_in_t *in,
+                                                  uint64_t now, opal_btl_usnic_cpeer_t **src_p)
+{
+    if (!opal_btl_usnic_cprobe_well_formed(buf, len)) {
+        return OPAL_BTL_USNIC_CGATE_MALFORMED;
+    }
+    if (too_large(len, in->local_mtu, in->local_mtu)) {
+        return OPAL_BTL_USNIC_CGATE_TOO_LARGE; /* before the lookup, which may read the modex */
+    }
+    opal_btl_usnic_cpeer_t *src = in->find_source(in->ctx, in->src_ipv4, in->src_port, get32(buf + 24));
+    if (NULL == src) {
+        return OPAL_BTL_USNIC_CGATE_UNPUBLISHED;
+    }
+    if (too_large(len, in->local_mtu, src->mtu)) {
+        return OPAL_BTL_USNIC_CGATE_TOO_LARGE;
+    }
+    if (!opal_btl_usnic_cbucket_take(&src->inbound, now, 1, in->source_burst, in->source_period_usec)) {
+        return OPAL_BTL_USNIC_CGATE_SOURCE_RATE;
+    }
+    if (!opal_btl_usnic_cbucket_take(in->tag_budget, now, len, in->tag_budget_bytes, in->tag_budget_period_usec)) {
+        return OPAL_BTL_USNIC_CGATE_TAG_BUDGET;
+    }
+    *src_p = src;
+    return OPAL_BTL_USNIC_CGATE_TAG;
+}
+
+/* ----- token buckets ----- */
+
+bool opal_btl_usnic_cbucket_take(opal_btl_usnic_cbucket_t *b, uint64_t now, uint64_t cost, uint64_t capacity,
+                                 uint64_t period_usec)
+{
+    uint64_t full = capacity * period_usec;
+    if (!b->primed) {
+        b->primed = true;
+        b->level = full;
+    } else if (now > b->last) {
+        /* capacity units per period: capacity (scaled) per microsecond;
+         * a period refills it all, so longer gaps change nothing (and
+         * cannot overflow) */
+        uint64_t gap = now - b->last;
+        b->level = (gap >= period_usec || full - b->level <= gap * capacity) ? full : b->level + gap * capacity;
+    }
+    b->last = now;
+    uint64_t want = cost * period_usec;
+    if (want > b->level) {
+        return false;
+    }
+    b->level -= want;
+    return true;
 }
 
 /* ----- the check table ----- */

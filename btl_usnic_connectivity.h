@@ -39,6 +39,9 @@
  *    published in the modex (the agent looks it up by that rank); anything
  *    else is refused, never probed.  The agent computes the probe size
  *    itself, from the modex MTUs.
+ *  - No tag is computed for a datagram before cheap checks pass: its
+ *    shape and size, a published source address, that source's rate
+ *    and the agent's tag budget (opal_btl_usnic_cprobe_gate, below).
  *  - Work is bounded: OPAL_BTL_USNIC_CTABLE_SIZE live checks (finished
  *    ones freed OPAL_BTL_USNIC_CHECK_GRACE_USEC after their verdict), a
  *    fixed number of client connections, and a cap on the datagrams and
@@ -270,6 +273,22 @@ opal_btl_usnic_cecho_t opal_btl_usnic_ctable_match_echo(opal_btl_usnic_ctable_t 
                                                         uint32_t my_vpid, uint32_t src_ipv4, uint16_t src_port,
                                                         opal_btl_usnic_ccheck_t **ck_p);
 
+/* ----- token buckets ----- */
+
+/* A bucket that holds at most |capacity| units and refills |capacity|
+ * units per |period_usec|, full at first use.  The level is kept in
+ * units times period_usec, so that the refill needs no division. */
+typedef struct opal_btl_usnic_cbucket_t {
+    uint64_t level; /* units * period_usec */
+    uint64_t last;  /* time of the last refill */
+    bool primed;    /* false: never used, full */
+} opal_btl_usnic_cbucket_t;
+
+/* Take |cost| units at |now| if the bucket holds them (false: it is left
+ * as it was, apart from the refill) */
+bool opal_btl_usnic_cbucket_take(opal_btl_usnic_cbucket_t *b, uint64_t now, uint64_t cost, uint64_t capacity,
+                                 uint64_t period_usec);
+
 /* ----- the agents published in the modex ----- */
 
 #define OPAL_BTL_USNIC_CPEERS_MAX 65536 /* agent addresses an agent remembers */
@@ -282,6 +301,7 @@ typedef struct opal_btl_usnic_cpeer_t {
     uint32_t mtu;         /* its modex MTU */
     uint32_t echoes_left; /* in the window ending at window_end */
     uint64_t window_end;
+    opal_btl_usnic_cbucket_t inbound; /* datagrams from this address that may reach the tag check */
 } opal_btl_usnic_cpeer_t;
 
 /* An open-addressing hash on (address, port), grown by doubling */
@@ -300,6 +320,65 @@ void opal_btl_usnic_cpeers_fini(opal_btl_usnic_cpeers_t *t);
 
 /* May |p| get one more echo at |now|?  At most |burst| per |window_usec| */
 bool opal_btl_usnic_cpeer_take_echo(opal_btl_usnic_cpeer_t *p, uint64_t now, uint32_t burst, uint64_t window_usec);
+
+/* ----- the cheap checks before a received datagram's tag -----
+ *
+ * Computing the tag costs about 1.4 ns a byte (88 us for a 65000-byte
+ * probe), anyone can send a well-formed datagram with a random tag, and
+ * the agent runs in local rank 0's MPI thread.  So a datagram reaches
+ * the tag only past checks that cost next to nothing, cheapest first:
+ *  1. well formed (opal_btl_usnic_cprobe_well_formed: magic, type, the
+ *     size field equal to what arrived), and no larger than the
+ *     receiving module's MTU: no genuine probe is (the large probe is
+ *     the smaller of the two modex MTUs);
+ *  2. its source (address and port, as the kernel says) is an agent
+ *     address some rank published: genuine probes and echoes leave from
+ *     the sockets whose ports are published, and an unprivileged user
+ *     cannot send from another process's bound port without raw
+ *     sockets (root or a host on the path can);
+ *  3. no larger than the smaller of the two modex MTUs;
+ *  4. the source's own token bucket (opal_btl_usnic_cgate_in_t), which a
+ *     genuine agent never empties: what gets past it from a forged
+ *     published source is bounded per source;
+ *  5. a budget of tag bytes for the whole agent, which bounds the sum
+ *     over every (forged) published source.
+ * Each refusal has its own counter in the agent's statistics.
+ */
+typedef enum {
+    OPAL_BTL_USNIC_CGATE_TAG,         /* past every cheap check: compute the tag */
+    OPAL_BTL_USNIC_CGATE_MALFORMED,   /* 1: not a probe or echo of this version */
+    OPAL_BTL_USNIC_CGATE_TOO_LARGE,   /* 1 or 3: larger than any probe between the two agents */
+    OPAL_BTL_USNIC_CGATE_UNPUBLISHED, /* 2: no rank published the source address */
+    OPAL_BTL_USNIC_CGATE_SOURCE_RATE, /* 4: the source's bucket is empty */
+    OPAL_BTL_USNIC_CGATE_TAG_BUDGET,  /* 5: the agent's tag budget is spent */
+} opal_btl_usnic_cgate_t;
+
+typedef struct opal_btl_usnic_cgate_in_t {
+    uint32_t local_mtu;  /* the receiving socket's module MTU */
+    uint32_t src_ipv4;   /* the datagram's source, network order */
+    uint16_t src_port;   /* host order */
+    /* The published agent at |ipv4|:|port|, or NULL; |claimed_vpid| is
+     * the datagram's from_rank, unauthenticated: only a hint of whose
+     * modex to read */
+    opal_btl_usnic_cpeer_t *(*find_source)(void *ctx, uint32_t ipv4, uint16_t port, uint32_t claimed_vpid);
+    void *ctx;
+    uint32_t source_burst;        /* datagrams per source per source_period_usec */
+    uint64_t source_period_usec;
+    opal_btl_usnic_cbucket_t *tag_budget; /* the agent's, in bytes */
+    uint64_t tag_budget_bytes;            /* per tag_budget_period_usec */
+    uint64_t tag_budget_period_usec;
+} opal_btl_usnic_cgate_in_t;
+
+/**
+ * Run the cheap checks, in the order above, on the |len|-byte datagram
+ * at |buf|, of which they read only the first
+ * OPAL_BTL_USNIC_CPROBE_HDR_LEN bytes (the agent peeks at those alone).  Sets *|src_p| to the source's published agent when the
+ * answer is OPAL_BTL_USNIC_CGATE_TAG.  A datagram takes one unit from
+ * its source's bucket once past check 3, and its length from the tag
+ * budget once past check 4: what a check refuses costs no later check.
+ */
+opal_btl_usnic_cgate_t opal_btl_usnic_cprobe_gate(const uint8_t *buf, size_t len, const opal_btl_usnic_cgate_in_t *in,
+                                                  uint64_t now, opal_btl_usnic_cpeer_t **src_p);
 
 /* ----- client <-> agent messages (SOCK_SEQPACKET, host byte order) ----- */
 #define OPAL_BTL_USNIC_CREQ_MAGIC 0x75637132u /* "ucq2": version 1 sent the probe size */

@@ -10,6 +10,13 @@
  *                            family, then N version-2 probes ("uCk2")
  *                            addressed to IP:PORT with random tags, and
  *                            count whatever answers in the next second
+ *   junk IP PORT SECONDS SIZE (any user) for SECONDS, as fast as it can,
+ *                            send IP:PORT version-2 probes with random
+ *                            tags from its own socket: three of four
+ *                            SIZE bytes long (a large size: work for a
+ *                            tag), one of four 1200 bytes (within any
+ *                            MTU), claiming ranks 0..3; then count
+ *                            whatever answers in the next second
  *   connect PATH LOCAL_IP IP PORT
  *                            (any user) connect to the Unix socket PATH
  *                            ("@name": abstract) and ask the agent there,
@@ -230,6 +237,45 @@ static int cmd_flood(const char *ip, unsigned port, int n_v2)
     int got = count_arrivals(fd, 1.0);
     printf("flood %s:%u: sent %d version-1 probes (the cookie of every job family) and %d version-2 probes with "
            "random tags; received %d datagrams\n", ip, port, sent_v1, sent_v2, got);
+    return 0;
+}
+
+static int cmd_junk(const char *ip, unsigned port, double seconds, uint32_t size)
+{
+    struct sockaddr_in to = sin_of(ip, port);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    static uint8_t large[65536], small[1200];
+    if (fd < 0 || size < V2_HDR + TAG || size > sizeof(large)) {
+        fprintf(stderr, "junk: no socket, or size %u out of range\n", size);
+        return 2;
+    }
+    v2_forged(large, PROBE, 1, size, 0, to.sin_addr.s_addr, 9, to.sin_addr.s_addr, (uint16_t) port);
+    v2_forged(small, PROBE, 1, sizeof(small), 0, to.sin_addr.s_addr, 9, to.sin_addr.s_addr, (uint16_t) port);
+    long sent_large = 0, sent_small = 0, refused = 0;
+    uint64_t x;
+    random_bytes(&x, sizeof(x));
+    double end = now_s() + seconds;
+    for (uint32_t i = 0; !stop && now_s() < end; ++i) {
+        uint32_t len = (3 == i % 4) ? (uint32_t) sizeof(small) : size;
+        uint8_t *b = (3 == i % 4) ? small : large;
+        /* a new check id, claimed rank and tag each time (xorshift: the
+         * flood should spend its time sending) */
+        for (int w = 0; w < 3; ++w) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            memcpy(w ? b + len - TAG + 8 * (w - 1) : b + 8, &x, 8);
+        }
+        put32(b + 24, i % 4);
+        if (sendto(fd, b, len, 0, (struct sockaddr *) &to, sizeof(to)) == (ssize_t) len) {
+            sent_large += (len == size);
+            sent_small += (len != size);
+        } else {
+            ++refused; /* ENOBUFS and the like: the flood outruns the kernel */
+        }
+    }
+    int got = count_arrivals(fd, 1.0);
+    printf("junk %s:%u: sent %ld probes of %u bytes and %ld of 1200 bytes with random tags in %.1f s "
+           "(%ld sends refused); received %d datagrams\n", ip, port, sent_large, size, sent_small, seconds, refused,
+           got);
     return 0;
 }
 
@@ -560,6 +606,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     if (argc >= 5 && 0 == strcmp(argv[1], "flood")) {
         return cmd_flood(argv[2], (unsigned) atoi(argv[3]), atoi(argv[4]));
+    }
+    if (argc >= 6 && 0 == strcmp(argv[1], "junk")) {
+        return cmd_junk(argv[2], (unsigned) atoi(argv[3]), atof(argv[4]), (uint32_t) atoi(argv[5]));
     }
     if (argc >= 6 && 0 == strcmp(argv[1], "connect")) {
         return cmd_connect(argv[2], argv[3], argv[4], (unsigned) atoi(argv[5]));

@@ -5,7 +5,9 @@
  * the probe format and its tag (round trip, byte layout, every kind of
  * malformed, tampered or foreign datagram refused), echo matching, the
  * bounded check table, the table of published agents and its echo rate
- * limit, the probe size from both MTUs, the verdict.
+ * limit, the probe size from both MTUs, the verdict, token buckets and
+ * the cheap checks before a received datagram's tag (their order, and
+ * that a genuine agent's rate always passes them).
  */
 #include "opal_config.h"
 
@@ -384,7 +386,194 @@ static void test_cc_verdict(void)
     CHECK(!opal_btl_usnic_cverdict_usable(OPAL_BTL_USNIC_CV_REFUSED));
 }
 
+static void test_cc_bucket(void)
+{
+    opal_btl_usnic_cbucket_t b = {0};
+    const uint64_t period = 1000;
+    uint64_t now = 5000;
+    for (int i = 0; i < 10; ++i) { /* full at first use */
+        CHECK(opal_btl_usnic_cbucket_take(&b, now, 1, 10, period));
+    }
+    CHECK(!opal_btl_usnic_cbucket_take(&b, now, 1, 10, period));
+    CHECK(!opal_btl_usnic_cbucket_take(&b, now + 99, 1, 10, period)); /* a unit takes period / capacity */
+    CHECK(opal_btl_usnic_cbucket_take(&b, now + 100, 1, 10, period));
+    CHECK(!opal_btl_usnic_cbucket_take(&b, now + 100, 1, 10, period));
+    /* a refused take leaves the level: half a period later, 5 units */
+    CHECK(!opal_btl_usnic_cbucket_take(&b, now + 600, 6, 10, period));
+    CHECK(opal_btl_usnic_cbucket_take(&b, now + 600, 5, 10, period));
+    CHECK(!opal_btl_usnic_cbucket_take(&b, now + 600, 1, 10, period));
+    /* never above capacity, however long the gap (no overflow) */
+    CHECK(!opal_btl_usnic_cbucket_take(&b, UINT64_MAX / 2, 11, 10, period));
+    CHECK(opal_btl_usnic_cbucket_take(&b, UINT64_MAX / 2, 10, 10, period));
+    CHECK(!opal_btl_usnic_cbucket_take(&b, UINT64_MAX / 2, 1, 10, period));
+    /* a flood takes exactly the refill: capacity per period */
+    opal_btl_usnic_cbucket_t f = {0};
+    int taken = 0;
+    for (uint64_t t = 0; t < 100 * period; t += 7) {
+        taken += opal_btl_usnic_cbucket_take(&f, t, 1, 10, period);
+    }
+    CHECK_GE(taken, 10 + 99 * 10);
+    CHECK_LE(taken, 10 + 100 * 10);
+    /* bytes: a 32 MiB-per-second budget with 65000-byte costs */
+    opal_btl_usnic_cbucket_t g = {0};
+    taken = 0;
+    for (int i = 0; i < 1000; ++i) {
+        taken += opal_btl_usnic_cbucket_take(&g, 1, 65000, 32u << 20, 1000000);
+    }
+    CHECK_EQ(taken, (32 << 20) / 65000);
+}
+
+/* ----- the cheap checks: a fake modex of published agents ----- */
+
+typedef struct {
+    opal_btl_usnic_cpeers_t peers;
+    int lookups;
+    uint32_t claimed;
+} gate_fake_t;
+
+static opal_btl_usnic_cpeer_t *fake_find(void *ctx, uint32_t ipv4, uint16_t port, uint32_t claimed_vpid)
+{
+    gate_fake_t *f = (gate_fake_t *) ctx;
+    ++f->lookups;
+    f->claimed = claimed_vpid;
+    return opal_btl_usnic_cpeers_find(&f->peers, ipv4, port);
+}
+
+static opal_btl_usnic_cbucket_t gate_budget;
+
+static opal_btl_usnic_cgate_in_t gate_in(gate_fake_t *f, uint32_t src_ipv4, uint16_t src_port)
+{
+    opal_btl_usnic_cgate_in_t in = {.local_mtu = 9000,
+                                    .src_ipv4 = src_ipv4,
+                                    .src_port = src_port,
+                                    .find_source = fake_find,
+                                    .ctx = f,
+                                    .source_burst = 8,
+                                    .source_period_usec = 200000,
+                                    .tag_budget = &gate_budget,
+                                    .tag_budget_bytes = 20000,
+                                    .tag_budget_period_usec = 1000000};
+    return in;
+}
+
+/* A well-formed datagram of |size| bytes from agent A, in buf */
+static size_t gate_dgram(uint32_t size)
+{
+    opal_btl_usnic_cprobe_t p = probe_a_to_b(42, size);
+    return opal_btl_usnic_cprobe_pack(buf, sizeof(buf), key, &p);
+}
+
+static void test_cc_gate_order(void)
+{
+    make_key(key, 1);
+    memset(&gate_budget, 0, sizeof(gate_budget));
+    gate_fake_t f = {0};
+    REQUIRE(NULL != opal_btl_usnic_cpeers_add(&f.peers, IP_A, PORT_A, VPID_A, 1500));
+    opal_btl_usnic_cpeer_t *a = opal_btl_usnic_cpeers_find(&f.peers, IP_A, PORT_A), *src = NULL;
+    opal_btl_usnic_cgate_in_t in = gate_in(&f, IP_A, PORT_A);
+    uint64_t now = 1000;
+    /* 1. malformed, and larger than our MTU: no lookup */
+    size_t n = gate_dgram(1500);
+    REQUIRE(1500 == n);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n - 1, &in, now, &src), OPAL_BTL_USNIC_CGATE_MALFORMED);
+    buf[0] ^= 1;
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_MALFORMED);
+    buf[0] ^= 1;
+    n = gate_dgram(9001);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TOO_LARGE);
+    CHECK_EQ(f.lookups, 0);
+    /* 2. a source nobody published: looked up with the claimed rank, refused */
+    n = gate_dgram(1500);
+    opal_btl_usnic_cgate_in_t stranger = gate_in(&f, IP_C, PORT_A);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &stranger, now, &src), OPAL_BTL_USNIC_CGATE_UNPUBLISHED);
+    CHECK_EQ(f.lookups, 1);
+    CHECK_EQ_U(f.claimed, VPID_A);
+    stranger.src_ipv4 = IP_A;
+    stranger.src_port = PORT_A + 1; /* the right address, another port */
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &stranger, now, &src), OPAL_BTL_USNIC_CGATE_UNPUBLISHED);
+    /* 3. larger than the source's MTU (within ours) */
+    n = gate_dgram(1501);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TOO_LARGE);
+    /* none of these took from a bucket */
+    CHECK(!a->inbound.primed);
+    CHECK(!gate_budget.primed);
+    /* 4. the source's bucket: 8 pass (13 * 1500 bytes of budget left) */
+    n = gate_dgram(1500);
+    for (int i = 0; i < 8; ++i) {
+        src = NULL;
+        CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+        CHECK(src == a);
+    }
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_SOURCE_RATE);
+    uint64_t budget_left = gate_budget.level;
+    CHECK_EQ_U(budget_left, (20000ull - 8ull * 1500ull) * 1000000ull); /* the refused one took no budget */
+    /* 5. the agent's budget, spent by another source whose bucket is full */
+    REQUIRE(NULL != opal_btl_usnic_cpeers_add(&f.peers, IP_B, PORT_B, 7, 1500));
+    opal_btl_usnic_cgate_in_t b_in = gate_in(&f, IP_B, PORT_B);
+    for (int i = 0; i < 5; ++i) {
+        CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &b_in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    }
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &b_in, now, &src), OPAL_BTL_USNIC_CGATE_TAG_BUDGET);
+    /* a small probe still fits what is left */
+    n = gate_dgram(OPAL_BTL_USNIC_CPROBE_SMALL);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &b_in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    /* a period later both refilled */
+    now += 1000000;
+    n = gate_dgram(1500);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    /* the header is all it reads (the agent peeks at that alone; ASan
+     * sees an overread of this buffer) */
+    uint8_t *hdr = (uint8_t *) malloc(OPAL_BTL_USNIC_CPROBE_HDR_LEN);
+    REQUIRE(NULL != hdr);
+    memcpy(hdr, buf, OPAL_BTL_USNIC_CPROBE_HDR_LEN);
+    CHECK_EQ(opal_btl_usnic_cprobe_gate(hdr, n, &in, now, &src), OPAL_BTL_USNIC_CGATE_TAG);
+    free(hdr);
+    opal_btl_usnic_cpeers_fini(&f.peers);
+}
+
+/* A genuine agent's datagrams (2 probes and 2 echoes per our socket per
+ * connectivity_timeout, with a round arriving late into the next window)
+ * always pass the source's bucket sized as the agent sizes it (8 per
+ * socket per timeout); a flood from the same source gets that much. */
+static void test_cc_gate_genuine_rate(void)
+{
+    make_key(key, 1);
+    gate_fake_t f = {0};
+    REQUIRE(NULL != opal_btl_usnic_cpeers_add(&f.peers, IP_A, PORT_A, VPID_A, 9000));
+    const int nsocks = 2;
+    const uint64_t timeout = 200000;
+    opal_btl_usnic_cgate_in_t in = gate_in(&f, IP_A, PORT_A);
+    in.source_burst = 2u * 4u * (uint32_t) nsocks;
+    in.source_period_usec = timeout;
+    in.tag_budget_bytes = UINT32_MAX; /* not under test here */
+    size_t n = gate_dgram(OPAL_BTL_USNIC_CPROBE_SMALL);
+    opal_btl_usnic_cpeer_t *src;
+    int refused = 0;
+    uint64_t now = 1;
+    for (int round = 0; round < 50; ++round) {
+        /* 4 * nsocks datagrams at once; every third round, the next one
+         * right behind it (a late round) */
+        int burst = (0 == round % 3) ? 2 * 4 * nsocks : 4 * nsocks;
+        for (int i = 0; i < burst; ++i) {
+            refused += OPAL_BTL_USNIC_CGATE_TAG != opal_btl_usnic_cprobe_gate(buf, n, &in, now, &src);
+        }
+        now += (0 == round % 3) ? 2 * timeout : timeout;
+    }
+    CHECK_EQ(refused, 0);
+    /* control: a flood of 10 per microsecond for 10 timeouts gets the burst per timeout */
+    int passed = 0;
+    for (uint64_t t = now; t < now + 10 * timeout; t += 1) {
+        for (int i = 0; i < 10; ++i) {
+            passed += OPAL_BTL_USNIC_CGATE_TAG == opal_btl_usnic_cprobe_gate(buf, n, &in, t, &src);
+        }
+    }
+    CHECK_LE(passed, 11 * 2 * 4 * nsocks);
+    CHECK_GE(passed, 10 * 2 * 4 * nsocks);
+    opal_btl_usnic_cpeers_fini(&f.peers);
+}
+
 UNIT_MAIN(UNIT_TEST(test_cc_pack_parse_roundtrip), UNIT_TEST(test_cc_wire_layout), UNIT_TEST(test_cc_malformed),
           UNIT_TEST(test_cc_tampered), UNIT_TEST(test_cc_wrong_key), UNIT_TEST(test_cc_echo_match),
           UNIT_TEST(test_cc_table_bound), UNIT_TEST(test_cc_waiters), UNIT_TEST(test_cc_published_agents),
-          UNIT_TEST(test_cc_echo_rate_limit), UNIT_TEST(test_cc_large_size), UNIT_TEST(test_cc_verdict))
+          UNIT_TEST(test_cc_echo_rate_limit), UNIT_TEST(test_cc_large_size), UNIT_TEST(test_cc_verdict),
+          UNIT_TEST(test_cc_bucket), UNIT_TEST(test_cc_gate_order), UNIT_TEST(test_cc_gate_genuine_rate))

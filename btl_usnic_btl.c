@@ -185,47 +185,6 @@ static int usnic_ft_event(int state)
 
 /* ===================== finalize ===================== */
 
-/* How long finalize keeps resending data its peers have not ACKed */
-#define FINALIZE_LINGER_USEC 2000000u
-
-/* Segments in flight to peers that neither left nor failed */
-static uint64_t unacked_to_live_peers(opal_btl_usnic_module_t *module, unsigned *npeers)
-{
-    uint64_t segs = 0;
-    *npeers = 0;
-    opal_btl_usnic_endpoint_t *ep;
-    OPAL_LIST_FOREACH (ep, &module->all_endpoints, opal_btl_usnic_endpoint_t) {
-        uint32_t n = opal_btl_usnic_endpoint_in_flight(ep);
-        if (n > 0 && !ep->failed && !ep->departed) {
-            segs += n;
-            ++*npeers;
-        }
-    }
-    return segs;
-}
-
-/* Our last datagrams may have been lost just before finalize, and a peer
- * of another job (after MPI_Comm_disconnect, whose blocking fence never
- * progressed us) may wait for them: resend until they are ACKed, the
- * peer leaves or fails, or FINALIZE_LINGER_USEC passed.  Same-job peers
- * were progressed through the finalize fence and rarely need this. */
-static void linger(opal_btl_usnic_module_t *module)
-{
-    unsigned npeers;
-    if (0 == unacked_to_live_peers(module, &npeers)) {
-        return;
-    }
-    uint64_t start = opal_btl_usnic_clock_usec(), now = start;
-    uint64_t left;
-    while (0 != (left = unacked_to_live_peers(module, &npeers)) && now - start < FINALIZE_LINGER_USEC) {
-        opal_btl_usnic_module_progress(module, now);
-        now = opal_btl_usnic_clock_usec();
-    }
-    opal_btl_usnic_verbose(5, "%s: finalize waited %llu us for ACKs%s", module->if_name,
-                           (unsigned long long) (now - start),
-                           0 == left ? "; all came" : "; some never came (their peers get a goodbye anyway)");
-}
-
 static int usnic_finalize(struct mca_btl_base_module_t *btl)
 {
     opal_btl_usnic_module_t *module = usnic_module(btl);
@@ -236,7 +195,6 @@ static int usnic_finalize(struct mca_btl_base_module_t *btl)
     }
     const opal_btl_usnic_transport_t *t = module->transport; /* NULL: setup failed before choosing one */
     if (NULL != t) {
-        linger(module);
         t->quiesce(module);
     }
     opal_btl_usnic_peers_release_all(module);

@@ -495,6 +495,7 @@ static void say_goodbye(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint
 
 static void endpoint_release(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep)
 {
+    (void) opal_btl_usnic_parting_resend(&module->eng, ep);
     say_goodbye(module, ep);
     opal_btl_usnic_endpoint_flush(ep, OPAL_ERR_UNREACH);
     peer_unregister(module, ep);

@@ -335,11 +335,7 @@ static int away_post_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
     copy->hdr->flags &= (uint8_t) ~OPAL_BTL_USNIC_HDR_FLAG_RETX_TIMEOUT; /* not the timer's copy */
     copy->hdr->flags |= OPAL_BTL_USNIC_HDR_FLAG_RETX;
     opal_btl_usnic_ack_stamp(eng, ep, copy->hdr); /* what we know now: valid, if not the latest */
-    int rc = opal_btl_usnic_post_unacked(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
-    if (OPAL_SUCCESS == rc) {
-        OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
-    }
-    return rc;
+    return opal_btl_usnic_post_unacked(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
 }
 
 /* Copies of |ep|'s overdue un-ACKed segments, oldest first, while credits last */
@@ -355,8 +351,35 @@ static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
         if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
             break; /* the next round tries again */
         }
+        OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
         ++posted;
     }
+    return posted;
+}
+
+int opal_btl_usnic_parting_resend(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    if (ep->failed || ep->departed) {
+        return 0;
+    }
+    int posted = 0;
+    bool saved = eng->defer_callbacks;
+    eng->defer_callbacks = true; /* the PML is being finalized: never call it from here */
+    for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
+        const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
+        if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED)) {
+            continue;
+        }
+        if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
+            break;
+        }
+        OPAL_BTL_USNIC_STAT_INC(eng, num_parting_resends);
+        ++posted;
+    }
+    if (posted > 0) {
+        eng->wire->flush(eng);
+    }
+    eng->defer_callbacks = saved;
     return posted;
 }
 

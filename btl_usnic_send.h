@@ -81,4 +81,15 @@ int opal_btl_usnic_engine_progress(opal_btl_usnic_engine_t *eng);
  */
 int opal_btl_usnic_resend_away(opal_btl_usnic_engine_t *eng);
 
+/**
+ * |ep| is released (finalize, del_procs): post one copy of each of its
+ * un-ACKed segments the peer did not report held, whatever their timers
+ * say, before the goodbye.  Our last message may have been lost while a
+ * runtime call kept us from resending it, and a peer of another job (the
+ * other side of a disconnect) may still wait for it; the BTL cannot wait
+ * for ACKs here (a progress pass would hand late fragments to a PML being
+ * finalized).  Makes no upcall.  Returns the number of copies posted.
+ */
+int opal_btl_usnic_parting_resend(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep);
+
 #endif /* OPAL_BTL_USNIC_SEND_H */

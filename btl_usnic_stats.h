@@ -21,6 +21,7 @@
     X(num_spurious_probes,  "Tail-loss probes that filled no hole (the peer had the segment but was slow to ACK): each doubles that peer's probe timeout floor") \
     X(num_fast_retrans,     "Retransmissions caused by a duplicate ACK") \
     X(num_sack_retrans,     "Retransmissions of holes revealed by the receiver's selective ACK bits") \
+    X(num_parting_resends,  "Copies of un-ACKed segments posted when a peer was released (finalize), before the goodbye") \
     X(num_away_resends,     "Copies of un-ACKed segments posted by the away thread while the process did not progress us (btl_usnic_away_resend)") \
     X(num_spurious_timeouts,"Timeout retransmissions the receiver reported as premature (it had the data but had not ACKed yet)") \
     X(num_ack_sends,        "Explicit ACK segments posted") \

@@ -1072,6 +1072,38 @@ static void test_send_small_descriptor_sent_again_before_ack(void)
  * nonce), once per back-off interval; nothing else changes: the originals
  * stay un-ACKed and armed, no peer is declared dead, and the copies are
  * recycled when the provider releases them */
+/* A released endpoint's un-ACKed segments go once more, timers or not,
+ * except those the peer reported held; no upcall; nothing to a failed peer */
+static void test_parting_resend_copies_the_tail(void)
+{
+    fx_t fx;
+    fx_init(&fx, NULL);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 8, ISN, PEER_ISN);
+    opal_btl_usnic_send_seg_t *segs[3];
+    FX_SEND_TINY(&fx, ep, 3, segs);
+    fx_complete_all(&fx);
+    segs[1]->flags |= OPAL_BTL_USNIC_SEG_FLAG_SACKED;
+    unsigned calls = fx.peer_failed_calls;
+    CHECK_EQ(opal_btl_usnic_parting_resend(&fx.eng, ep), 2); /* at once: no timer had to pass */
+    CHECK_EQ(fx.nposts, 5);
+    CHECK_EQ_U(opal_btl_usnic_host32(fx_post_hdr(&fx.posts[3])->seq), ISN);
+    CHECK_EQ_U(opal_btl_usnic_host32(fx_post_hdr(&fx.posts[4])->seq), ISN + 2);
+    CHECK(fx_post_hdr(&fx.posts[3])->flags & OPAL_BTL_USNIC_HDR_FLAG_RETX);
+    CHECK_EQ_U(fx.eng.stats.num_parting_resends, 2);
+    CHECK_EQ_U(fx.eng.stats.num_away_resends, 0);
+    CHECK_EQ(fx.peer_failed_calls, calls);
+    ep->failed = true;
+    CHECK_EQ(opal_btl_usnic_parting_resend(&fx.eng, ep), 0);
+    ep->failed = false;
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 2);
+    opal_btl_usnic_engine_progress(&fx.eng);
+    CHECK_EQ(opal_btl_usnic_parting_resend(&fx.eng, ep), 0); /* nothing un-ACKed */
+    fx_complete_all(&fx);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
 static void test_away_resends_copies_with_backoff(void)
 {
     fx_t fx;
@@ -1768,7 +1800,7 @@ UNIT_MAIN(UNIT_TEST(test_resend_budget), UNIT_TEST(test_quantum_one_endpoint),
           UNIT_TEST(test_quantum_credit_limited), UNIT_TEST(test_flush_points),
           UNIT_TEST(test_run_timeout_resends_batch), UNIT_TEST(test_run_stops_at_later_segments),
           UNIT_TEST(test_run_skips_sacked_and_queued), UNIT_TEST(test_run_length_table),
-          UNIT_TEST(test_away_resends_copies_with_backoff), UNIT_TEST(test_away_respects_credits_and_failed_peers),
+          UNIT_TEST(test_away_resends_copies_with_backoff), UNIT_TEST(test_parting_resend_copies_the_tail), UNIT_TEST(test_away_respects_credits_and_failed_peers),
           UNIT_TEST(test_send_small_via_queue), UNIT_TEST(test_send_small_copies_user_buffer_at_enqueue),
           UNIT_TEST(test_send_fast_path), UNIT_TEST(test_send_fast_path_ack_before_callback),
           UNIT_TEST(test_send_fast_path_refusals), UNIT_TEST(test_send_sendi),

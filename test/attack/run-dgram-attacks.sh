@@ -54,7 +54,9 @@ LOG=$BUILD/victim.log
 cleanup() { netns_destroy; rm -rf "$BUILD"; }
 trap cleanup EXIT
 if ! { mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/victim" "$HERE/victim.c" &&
-       cc -O2 -Wall -Wextra -Werror -o "$BUILD/dgram_attack" "$HERE/dgram_attack.c" &&
+       cc -O2 -Wall -Wextra -Werror -I"$(ompi_info --path pkgincludedir --parsable | cut -d: -f3)" \
+           -o "$BUILD/dgram_attack" "$HERE/dgram_attack.c" "$ROOT/btl_usnic_auth.c" \
+           $(pkg-config --cflags --libs libsodium 2>/dev/null || echo -lsodium) &&
        cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$BUILD/libfailnet.so" "$HERE/failnet.c" -ldl; } \
        >"$BUILD/build.log" 2>&1; then
     fail "build the attackers and the victim" "compiler errors" "$BUILD/build.log"

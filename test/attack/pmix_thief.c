@@ -26,11 +26,13 @@
  *                  5.0: "prterun-HOST-PID@1")
  *       NPROCS     ranks to read, 0..NPROCS-1
  *       RANK       the rank to claim to be (default 1)
- *       PORT       the server's TCP port on 127.0.0.1 (default: search
- *                  /proc/net/tcp as above)
- *       KEY        the modex key (default: "btl.usnic.4.1", then
- *                  "btl.usnic.5.0": mca_base_component_to_string of the
- *                  component, type.name.major.minor of Open MPI)
+ *       PORT       the server's TCP port on 127.0.0.1 (default, or 0:
+ *                  search /proc/net/tcp as above)
+ *       KEY        the modex key: mca_base_component_to_string of the
+ *                  component, "btl.usnic.<major>.<minor>" of the Open MPI
+ *                  the job runs (default: "btl.usnic.4.1", then
+ *                  "btl.usnic.5.0"; give it on 5.0, whose server holds a
+ *                  Get of a key nobody put until its timeout)
  *
  * Prints one line per module of every rank read:
  *   entry rank=R module=M ipv4=A.B.C.D ports=P0/P1 protection=N mac_algs=N
@@ -51,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,7 +222,8 @@ int main(int argc, char **argv)
     int nprocs = atoi(argv[2]), rank = argc > 3 ? atoi(argv[3]) : 1;
     int port = argc > 4 ? atoi(argv[4]) : 0;
     const char *key = argc > 5 ? argv[5] : NULL;
-    fprintf(stderr, "pmix_thief: uid %d claims %d\n", (int) getuid(), (int) geteuid());
+    /* the kernel's ids, past uid_shim: who the thief really is */
+    fprintf(stderr, "pmix_thief: uid %ld, getuid() says %d\n", (long) syscall(SYS_getuid), (int) getuid());
     if (port > 0) {
         return steal(ns, nprocs, rank, port, key);
     }

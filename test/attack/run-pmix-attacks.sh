@@ -77,6 +77,7 @@ LOG=$BUILD/victim.log
 cleanup() { netns_destroy; if [ -n "${KEEP:-}" ]; then echo "# kept $BUILD"; else rm -rf "$BUILD"; fi; }
 trap cleanup EXIT
 T0=$(now)
+# shellcheck disable=SC2046 # pkg-config's output is words
 if ! { mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/victim" "$HERE/victim.c" &&
        cc -O2 -Wall -Wextra -Werror -I"$PKGINC" -o "$BUILD/dgram_attack" "$HERE/dgram_attack.c" \
            "$ROOT/btl_usnic_auth.c" $(pkg-config --cflags --libs libsodium 2>/dev/null || echo -lsodium) &&
@@ -105,6 +106,7 @@ component() {
     fi
 }
 
+# shellcheck disable=SC2054 # usnic,self is one argument
 MPIRUN=(mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none --mca pml ob1 --mca btl usnic,self
         --mca btl_usnic_if_include lo ${OOB_LO[@]+"${OOB_LO[@]}"} --mca btl_usnic_verbose 5
         --mca btl_usnic_stats 1 -x PMIX_MCA_gds=hash)
@@ -177,7 +179,7 @@ thief() {
     local name=$1 preload=${2:-} ns
     ns=$(job_nspace)
     netns_exec runuser -u nobody -- env ${preload:+LD_PRELOAD="$preload"} timeout 30 \
-        "$BUILD/pmix_thief" "${ns:-unknown}" "$NP" 1 </dev/null >"$BUILD/$name.dump" 2>"$BUILD/$name.err"
+        "$BUILD/pmix_thief" "${ns:-unknown}" "$NP" 1 0 "btl.usnic.$OMPI_SERIES" </dev/null >"$BUILD/$name.dump" 2>"$BUILD/$name.err"
     STOLEN=$(grep -c '^entry rank=' "$BUILD/$name.dump")
     THIEF_SAID=$(grep -E 'PMIx_Init|PMIx_Get|layout' "$BUILD/$name.err" | head -1)
     [ -n "$THIEF_SAID" ] || THIEF_SAID=$(tail -1 "$BUILD/$name.dump")

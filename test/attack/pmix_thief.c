@@ -130,7 +130,7 @@ static int steal(const char *ns, int nprocs, int rank, int port, const char *key
         return 3;
     }
     fprintf(stderr, "pmix_thief: port %d: connected as %s.%u\n", port, me.nspace, me.rank);
-    const char *keys[] = {key_arg, "btl.usnic.4.1", "btl.usnic.5.0"};
+    const char *keys[] = {key_arg, NULL != key_arg ? NULL : "btl.usnic.4.1", NULL != key_arg ? NULL : "btl.usnic.5.0"};
     int got_ranks = 0, entries = 0;
     const char *used = "none";
     for (int r = 0; r < nprocs; ++r) {

@@ -119,8 +119,9 @@ static int steal(const char *ns, int nprocs, int rank, int port, const char *key
     setenv("PMIX_NAMESPACE", ns, 1);
     setenv("PMIX_RANK", rank_s, 1);
     setenv("PMIX_SECURITY_MODE", "native", 1);
-    setenv("PMIX_MCA_gds", "hash", 1);
-    setenv("PMIX_GDS_MODULE", "hash", 1);
+    /* the hash store, unless told otherwise (PMIX_MCA_gds in the environment) */
+    setenv("PMIX_MCA_gds", "hash", 0);
+    setenv("PMIX_GDS_MODULE", getenv("PMIX_MCA_gds"), 1);
     setenv("PMIX_BFROP_BUFFER_TYPE", "PMIX_BFROP_BUFFER_NON_DESC", 1);
 
     pmix_proc_t me;

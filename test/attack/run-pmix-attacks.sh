@@ -30,7 +30,7 @@
 #                half of what was sent.  FAILS while the component's keys
 #                still come from the modex alone.
 #   modex-keys   the control: the component built with
-#                CPPFLAGS_EXTRA=-DOPAL_BTL_USNIC_TEST_MODEX_KEYS=1 (keys
+#                -DOPAL_BTL_USNIC_TEST_MODEX_KEYS=1 (keys
 #                derived the old way, from the modex, a test-only
 #                build); the same attack must put forged values into
 #                MPI_Recv ("counter N arrived as 0xf0f0..."): the test can
@@ -95,7 +95,9 @@ chmod 755 "$BUILD"/*
 
 # component NAME CPPFLAGS: this tree's component built with CPPFLAGS into
 # a private component directory (Open MPI's other components linked in);
-# prints the directory, nothing if the build failed
+# prints the directory, nothing if the build failed.  The flags go in as
+# the Makefile's CPPFLAGS_EXTRA, and as EXTRA_CFLAGS for a Makefile that
+# names them so.
 component() {
     local dir=$BUILD/components-$1 f
     mkdir -p "$dir"
@@ -103,7 +105,7 @@ component() {
         [ "$(basename "$f")" = mca_btl_usnic.so ] || ln -s "$f" "$dir/"
     done
     if make -C "$ROOT" --no-print-directory -j2 ${USNIC_OMPI:+OMPI="$USNIC_OMPI"} BUILD="$BUILD/build-$1" \
-           SO="$dir/mca_btl_usnic.so" CPPFLAGS_EXTRA="$2" "$dir/mca_btl_usnic.so" >"$BUILD/build-$1.log" 2>&1; then
+           SO="$dir/mca_btl_usnic.so" CPPFLAGS_EXTRA="$2" EXTRA_CFLAGS="$2" "$dir/mca_btl_usnic.so" >"$BUILD/build-$1.log" 2>&1; then
         cp "$ROOT/help-mpi-btl-usnic.txt" "$dir/"
         echo "$dir"
     fi

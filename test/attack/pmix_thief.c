@@ -40,6 +40,11 @@
  * (recv_key: the 32 bytes at that field's offset, whatever their present
  * name: the old receive key, or an X25519 public key), then
  *   pmix_thief: read E entries of R of NPROCS ranks (key K, port P)
+ * The thief's own PMIx client uses the hash store unless PMIX_MCA_gds
+ * names another (measured on Open MPI 4.1: against a server on its
+ * default store, ds21, it connects but every Get is NOT-FOUND, also with
+ * PMIX_MCA_gds=ds21,ds12,hash: the data sits in the job owner's 0700
+ * session directory).
  * Exits 0 if it read every rank, 1 otherwise.  It stays connected until
  * stdin closes or STAY seconds (environment, default 0) pass, so that its
  * leaving does not look like a rank's death while the job runs.

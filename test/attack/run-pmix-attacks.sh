@@ -48,7 +48,7 @@
 # libpmix), libsodium-dev, and the build tools of the component (make).
 # Environment: VICTIM_SECONDS (6), VICTIM_GRACE (30: a victim running
 # that long past its time counts as stalled), USNIC_OMPI.  About 1.5
-# minutes (two component builds, 3 jobs).  Ends with "N passed, N failed[,
+# minutes (two component builds, 2 jobs).  Ends with "N passed, N failed[,
 # N not run]".
 #
 set -uo pipefail

@@ -35,8 +35,10 @@
 #                build); the same attack must put forged values into
 #                MPI_Recv ("counter N arrived as 0xf0f0..."): the test can
 #                fail.
-#   Also checked: without uid_shim.c the server refuses nobody (what the
-#   shim changes is what lets it in).
+#   Also checked, in a short job of its own: without uid_shim.c the
+#   server refuses nobody (what the shim changes is what lets it in).
+#   Measured on 4.1: after that refused connection mpirun does not exit
+#   although the ranks finished (ORTE/PMIx's, not the BTL's: noted only).
 # Open MPI 5.0 (USNIC_OMPI=/prefix, test/lib.sh): the namespace is
 # "prterun-HOST-PID@1" (PID: prterun's, public in /proc).  Measured on
 # 5.0.10: the same as on 4.1 (refused without the shim, every entry read
@@ -48,7 +50,7 @@
 # libpmix), libsodium-dev, and the build tools of the component (make).
 # Environment: VICTIM_SECONDS (6), VICTIM_GRACE (30: a victim running
 # that long past its time counts as stalled), USNIC_OMPI.  About 1.5
-# minutes (two component builds, 2 jobs).  Ends with "N passed, N failed[,
+# minutes (two component builds, 3 jobs).  Ends with "N passed, N failed[,
 # N not run]".
 #
 set -uo pipefail
@@ -153,19 +155,28 @@ launcher_pid() {
     done
 }
 
-# start_victim COMPONENT_DIR: the job in the background in the namespace
-# (JOB), once every rank printed its ports (PORTS); returns 1 if not
+# start_victim COMPONENT_DIR [SECONDS [GRACE]]: the job in the background
+# in the namespace (JOB), once every rank printed its ports (PORTS);
+# returns 1 if not
 start_victim() {
+    local secs=${2:-$VICTIM_SECONDS} grace=${3:-$VICTIM_GRACE}
     netns_exec env OMPI_MCA_mca_base_component_path="$1" \
-        timeout -k 5 $((VICTIM_SECONDS + VICTIM_GRACE)) "${MPIRUN[@]}" -np "$NP" \
-        "$BUILD/victim" "$VICTIM_SECONDS" >"$LOG" 2>&1 &
+        timeout -k 5 $((secs + grace)) "${MPIRUN[@]}" -np "$NP" \
+        "$BUILD/victim" "$secs" >"$LOG" 2>&1 &
     JOB=$!
     for _ in $(seq 1 300); do
-        [[ $(grep -c "ports [0-9]*/[0-9]*" "$LOG") -ge $NP ]] && break
+        [[ $(grep -c "ports [0-9]*/[0-9]*" "$LOG" 2>/dev/null) -ge $NP ]] && break
         sleep 0.1
     done
     PORTS=$(job_ports)
     [[ $(wc -w <<<"$PORTS") -eq $((2 * NP)) ]]
+}
+
+# stalled: ", killed N s past its time" when the victim was killed
+stalled() {
+    if [[ $VRC -eq 124 || $VRC -eq 137 ]]; then
+        echo ", killed $VICTIM_GRACE s past its time: stalled"
+    fi
 }
 
 finish_victim() {
@@ -198,30 +209,21 @@ forge() {
     SENT=$(sed -nE 's/.*sent ([0-9]+) forgeries.*/\1/p' "$BUILD/$1.forge" | tail -1)
 }
 
-# attack NAME COMPONENT_DIR: victim, control without the shim (first
-# case only), thief with the shim, forger, the victim's end.  Returns 1
-# if the thief read fewer entries than ranks (RESULT: why), 2 if the
-# case failed before (reported)
+# attack NAME COMPONENT_DIR [GRACE]: victim (GRACE: its VICTIM_GRACE),
+# thief with the shim, forger, the victim's end.  Returns 1 if the thief read fewer entries than ranks
+# (RESULT: why), 2 if the case failed before (reported)
 attack() {
-    local name=$1 dir=$2
+    local name=$1 dir=$2 grace=${3:-$VICTIM_GRACE}
     if ! netns_create; then
         fail "$name" "cannot make a network namespace"
         return 2
     fi
     trap cleanup EXIT  # netns_create set its own
-    if ! start_victim "$dir"; then
+    if ! start_victim "$dir" "$VICTIM_SECONDS" "$grace"; then
         finish_victim
         fail "$name" "the job did not start (ports of $(wc -w <<<"$PORTS") of $((2 * NP)) channels in 30 s)" "$LOG"
         netns_destroy
         return 2
-    fi
-    if [ "$name" = default ]; then
-        thief "$name-noshim"
-        if [ "$STOLEN" -eq 0 ]; then
-            ok "without uid_shim the PMIx server refuses nobody (${THIEF_SAID:-no message})"
-        else
-            fail "without uid_shim" "nobody read $STOLEN entries as itself" "$BUILD/$name-noshim.dump"
-        fi
     fi
     thief "$name" "$BUILD/libuid_shim.so"
     if [ "$STOLEN" -lt "$NP" ]; then
@@ -257,8 +259,10 @@ if [ -z "$DEFAULT_DIR" ]; then
     fail "build the component" "make failed" "$BUILD/build-default.log"
 elif attack default "$DEFAULT_DIR"; then
     n=$(counter drop_bad_mac)
-    if [[ $VPASS -ne 1 ]]; then
-        fail "forgery sealed with modex-derived keys" "the job's data did not survive (exit $VRC, $(grep -m1 -oE 'counter [0-9]+ arrived as 0x[0-9a-f]+' "$LOG"))" "$LOG"
+    if [[ $VPASS -ne 1 ]] && grep -q '^PASS victim' "$LOG"; then
+        fail "forgery sealed with modex-derived keys" "the data verified, but the job did not end (exit $VRC$(stalled))" "$LOG"
+    elif [[ $VPASS -ne 1 ]]; then
+        fail "forgery sealed with modex-derived keys" "the job's data did not survive (exit $VRC$(stalled); $(grep -m1 -oE 'counter [0-9]+ arrived as 0x[0-9a-f]+' "$LOG" || echo no wrong value shown))" "$LOG"
     elif [[ ${SENT:-0} -le 0 ]]; then
         fail "forgery sealed with modex-derived keys" "the forger sent nothing" "$BUILD/default.forge"
     elif [[ $((2 * n)) -lt $SENT ]]; then
@@ -273,7 +277,8 @@ fi
 # --- (b) the control: keys from the modex alone ---
 if [ -z "$MODEX_DIR" ]; then
     fail "build the control component (-DOPAL_BTL_USNIC_TEST_MODEX_KEYS=1)" "make failed" "$BUILD/build-modex-keys.log"
-elif attack modex-keys "$MODEX_DIR"; then
+# (forged counters stall the ring: 10 s of grace is enough to see them)
+elif attack modex-keys "$MODEX_DIR" 10; then
     if [[ ${SENT:-0} -le 0 ]]; then
         fail "control, keys from the modex" "the forger sent nothing" "$BUILD/modex-keys.forge"
     elif grep -q 'arrived as' "$LOG"; then
@@ -283,6 +288,32 @@ elif attack modex-keys "$MODEX_DIR"; then
     fi
 elif [ $? -eq 1 ]; then
     not_read "control: thief" modex-keys
+fi
+
+# --- nobody as itself: what the shim changes.  A job of its own, last:
+# on Open MPI 4.1 mpirun did not exit after such a refused connection
+# (the ranks had finished; measured 3 times of 3), so it gets a short
+# time limit, and that is noted, not judged (ORTE's, not the BTL's) ---
+if [ -n "$DEFAULT_DIR" ] && netns_create; then
+    trap cleanup EXIT
+    if start_victim "$DEFAULT_DIR" 2 8; then
+        thief noshim
+        if [ "$STOLEN" -eq 0 ] && grep -q 'PMIx_Init' "$BUILD/noshim.err"; then
+            ok "without uid_shim the PMIx server refuses nobody (${THIEF_SAID:-no message})"
+        elif [ "$STOLEN" -eq 0 ]; then
+            fail "without uid_shim" "the thief found no server to try (${THIEF_SAID:-no message})" "$BUILD/noshim.err"
+        else
+            fail "without uid_shim" "nobody read $STOLEN entries as itself" "$BUILD/noshim.dump"
+        fi
+        finish_victim
+        if [[ $VPASS -ne 1 ]]; then
+            echo "# note: after the refused connection the job did not end normally (exit $VRC, PASS printed: $(grep -c '^PASS victim' "$LOG"))"
+        fi
+    else
+        finish_victim
+        fail "without uid_shim" "the job did not start" "$LOG"
+    fi
+    netns_destroy
 fi
 
 echo "# $(elapsed "$T0") s"

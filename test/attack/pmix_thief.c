@@ -80,9 +80,10 @@ typedef struct __attribute__((packed)) {
     uint16_t probe_port;
     uint8_t protection;
     uint8_t mac_algs;
-    uint8_t recv_key[32]; /* dh_public since issue 27: same offset, same size */
+    uint8_t recv_key[32]; /* dh_public since issue 27 (protocol 9): same offset, same size */
     uint8_t node_id[16];
     uint8_t agent_key[32];
+    uint8_t secret_id[16]; /* protocol 9: the launcher's secret's public name */
     uint8_t wire, wire_flags;
     uint16_t reserved;
     uint64_t rx_capacity;

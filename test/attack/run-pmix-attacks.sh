@@ -51,7 +51,7 @@
 # libpmix), libsodium-dev, and the build tools of the component (make).
 # Environment: VICTIM_SECONDS (6), VICTIM_GRACE (30: a victim running
 # that long past its time counts as stalled), USNIC_OMPI.  About 1
-# minutes (two component builds, 3 jobs).  Ends with "N passed, N failed[,
+# minute (two component builds, 3 jobs).  Ends with "N passed, N failed[,
 # N not run]".
 #
 set -uo pipefail

@@ -95,6 +95,7 @@ job_ports() {
 start_victim() {
     local np=$1 protection=$2
     shift 2
+    : >"$LOG"  # else the wait below can read the previous job's ports before this job's redirection empties it
     "$@" timeout -k 5 $((VICTIM_SECONDS + VICTIM_GRACE)) "${MPIRUN[@]}" --mca btl_usnic_protection "$protection" -np "$np" \
         "$BUILD/victim" "$VICTIM_SECONDS" >"$LOG" 2>&1 &
     JOB=$!

@@ -13,7 +13,9 @@
 # device"), MPI integration tests over "--mca pml ob1 --mca btl
 # usnic,self" (2-4 ranks, NetPIPE, valgrind), hostile datagrams, dead peers
 # (SIGSTOP and kill -9), attacks on the datagrams and the connectivity
-# agent (each also shown to work against btl_usnic_protection=none),
+# agent (each also shown to work against btl_usnic_protection=none), a
+# local user who reads the modex through PMIx and forges with it (shown
+# to work against keys made from the modex alone),
 # duplication/reordering/forged PUTs, incast, the MPI
 # tests again under 1%, 5% and 20% UDP loss in a private network namespace,
 # real clients (LAMMPS, HPCC, NetPIPE, mpi4py) against vader, dynamic
@@ -55,8 +57,9 @@
 # the MPI_THREAD_MULTIPLE stress with helgrind (the same filter: only
 # races whose first frame is in btl_usnic fail), dead peer (the kill -9
 # case under PRRTE's "--runtime-options recoverable"), the away thread,
-# the attacks on the datagrams and on the connectivity agent (squat-files
-# says "not run": its attacker makes ORTE's session paths), dynamic
+# the attacks on the datagrams, on the connectivity agent (squat-files
+# says "not run": its attacker makes ORTE's session paths) and through
+# PMIx (the impersonation, as on 4.1), dynamic
 # processes (connect/accept and join through a prte DVM, 5.0's own name
 # server, there being no ompi-server) and the stress's named regression
 # shapes against sm (its random rounds say "not run": Open MPI 5.0.10
@@ -216,10 +219,11 @@ run_suite "incast" bash "$ROOT/test/faults/run-incast-test.sh"
 run_suite "two hosts, two interfaces each (namespaces)" bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "connectivity checker across hosts (namespaces)" bash "$ROOT/test/hosts/run-connectivity-tests.sh"
 run_suite "attacks on the connectivity agent (namespaces)" bash "$ROOT/test/attack/run-agent-attacks.sh"
+run_suite "PMIx impersonation: nobody reads the modex, forges with it" bash "$ROOT/test/attack/run-pmix-attacks.sh"
 run_suite "UDP loss 1, 5, 20 percent" env LOSS_RATES="1 5 20" bash "$ROOT/test/faults/run-loss-tests.sh"
 run_suite "real MPI clients" bash "$ROOT/test/clients/run-client-tests.sh"
 run_suite "dynamic processes (spawn, connect/accept, join, mpi4py.futures)" bash "$ROOT/test/dynamic/run-dynamic-tests.sh"
-run_suite "randomized differential stress (usnic vs vader; shortened: STRESS_SECONDS=15)" env STRESS_SECONDS=15 \
+run_suite "randomized differential stress (usnic vs vader; shortened: STRESS_SECONDS=10)" env STRESS_SECONDS=10 \
     bash "$ROOT/test/stress/run-stress.sh"
 run_suite "communication patterns: data on both wires and tcp, usnic/tcp time at most 3x" \
     bash "$ROOT/test/perf/run-pattern-tests.sh"
@@ -304,6 +308,8 @@ else
             bash "$ROOT/test/attack/run-dgram-attacks.sh"
         run_suite "$L5: attacks on the connectivity agent (namespaces; shortened: SOAK_SECONDS=$L5_SOAK_SECONDS)" \
             env USNIC_OMPI="$OMPI5" SOAK_SECONDS="$L5_SOAK_SECONDS" bash "$ROOT/test/attack/run-agent-attacks.sh"
+        run_suite "$L5: PMIx impersonation: nobody reads the modex, forges with it" env USNIC_OMPI="$OMPI5" \
+            bash "$ROOT/test/attack/run-pmix-attacks.sh"
         run_suite "$L5: dynamic processes, prte DVM as name server (shortened: CYCLES=$L5_CYCLES, TEST_TIMEOUT=$L5_DYN_TIMEOUT)" \
             env USNIC_OMPI="$OMPI5" CYCLES="$L5_CYCLES" TEST_TIMEOUT="$L5_DYN_TIMEOUT" \
             bash "$ROOT/test/dynamic/run-dynamic-tests.sh"

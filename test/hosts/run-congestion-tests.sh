@@ -43,8 +43,9 @@
 # the stream took 0.11-0.37 x btl/tcp (4 busy-polling ranks on 2 cores;
 # delay samples still carry scheduling noise the kernel's timestamps do
 # not remove, and the window stays small; 0.11 in a run whose ping-pong
-# p99 was 12 ms, its ranks descheduled), so STREAM_MIN 0.08 fails only a
-# collapse; incast 0.71-0.79 x (INCAST_MIN 0.5) and 4 -> 1 Jain 0.78-0.86
+# p99 was 12 ms, its ranks descheduled; once 0.076), so STREAM_MIN 0.08
+# fails only a collapse, and a run under it is run once more (a collapse
+# repeats, a dip in the VM's slow state mostly does not; both said); incast 0.71-0.79 x (INCAST_MIN 0.5) and 4 -> 1 Jain 0.78-0.86
 # with the controller on or off (JAIN_MIN 0.7: the senders' share of the
 # 2 cores sets it).  Loss at the queue is counted where it happens, the
 # shaper's drop counter (tbf on the switch's port): 0.02-0.5 % of usnic's
@@ -228,11 +229,24 @@ if want stream; then
     if ! job_sane stream-usnic || ! job_sane stream-tcp; then
         fail "$name" "$WHYNOT" "$LOG_DIR/$( [ "${R[stream-usnic,ok]}" = 1 ] && echo stream-tcp || echo stream-usnic).log"
     else
+        # A goodput under the floor runs the usnic job once more: a collapse
+        # repeats, a run in the VM's slow state mostly does not (0.11-0.37 in
+        # CI logs, once 0.076 with 13 % resent); the second run is judged,
+        # both are said
+        sj=stream-usnic again=""
+        if ! ge "$u" "$(mul "$t" "$STREAM_MIN")"; then
+            run_job stream-usnic-2 usnic_on pair
+            if job_sane stream-usnic-2; then
+                again=" (first run ${u} MB/s, ratio $(ratio "$u" "$t"), resent ${R[stream-usnic,resent_pct]}%: run again)"
+                sj=stream-usnic-2
+                u=${R[stream-usnic-2,MBps]}
+            fi
+        fi
         # every bound checked, every miss said
         why=()
         ge "$u" "$(mul "$t" "$STREAM_MIN")" || why+=("goodput ratio $(ratio "$u" "$t") < $STREAM_MIN")
-        check_resent stream-usnic || why+=("$WHYNOT")
-        figs="usnic $u MB/s, btl/tcp $t MB/s (ratio $(ratio "$u" "$t")), usnic resent ${R[stream-usnic,resent_pct]}% (${R[stream-usnic,resends]}/${R[stream-usnic,sends]})"
+        check_resent "$sj" || why+=("$WHYNOT")
+        figs="usnic $u MB/s, btl/tcp $t MB/s (ratio $(ratio "$u" "$t")), usnic resent ${R[$sj,resent_pct]}% (${R[$sj,resends]}/${R[$sj,sends]})$again"
         if [ ${#why[@]} -gt 0 ]; then
             fail "$name" "$figs: $(IFS=';'; echo "${why[*]}")"
         else

@@ -438,7 +438,7 @@ start_name_server() {
             echo '        *) args+=("$1"); shift ;;'
             echo '    esac'
             echo 'done'
-            printf 'exec %s prun --dvm-uri file:%s "${args[@]}"\n' "${NS_PREFIX[*]+${NS_PREFIX[*]}}" "$dir/uri"
+            printf 'exec %s prun --dvm-uri file:%q "${args[@]}"\n' "${NS_PREFIX[*]+${NS_PREFIX[*]}}" "$dir/uri"
         } > "$dir/prun-dvm"
         chmod +x "$dir/prun-dvm"
         PAIR_RUN=$dir/prun-dvm
@@ -468,16 +468,18 @@ pair_case() {
     mkdir -p "$dir"
     start=$(now)
     [ -x "$BUILD_DIR/$prog" ] || { fail "$name" "$prog not built"; return; }
+    # the keys' verbose lines (KEYS_LINE=1): exported before the name
+    # server starts, so that PRRTE's DVM, whose environment its ranks
+    # inherit, has it too (mpirun passes it on by itself)
+    [ "${KEYS_LINE:-0}" = 1 ] && export OMPI_MCA_btl_usnic_verbose=5
     if ! start_name_server "$dir"; then
         fail "$name" "$SERVER_NAME wrote no URI" "$(ls "$dir"/ompi-server.log "$dir"/prte.log 2> /dev/null | head -1)"
+        unset OMPI_MCA_btl_usnic_verbose
         stop_name_server
         EXTRA_ARGS=()
         return
     fi
     MPIRUN=$PAIR_RUN
-    # the keys' verbose lines (KEYS_LINE=1): exported before the name
-    # server starts would reach PRRTE's DVM too; here both launchers pass it on
-    [ "${KEYS_LINE:-0}" = 1 ] && export OMPI_MCA_btl_usnic_verbose=5
     run_mpi "$TEST_TIMEOUT" "$nps" "$dir/server.log" "$BUILD_DIR/$prog" server "$dir/port" &
     spid=$!
     DYN_PIDS+=("$spid")

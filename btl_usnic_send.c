@@ -338,23 +338,32 @@ static int away_post_copy(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_
     return opal_btl_usnic_post_unacked(eng, ep, copy, OPAL_BTL_USNIC_DATA_CHANNEL);
 }
 
-/* Copies of |ep|'s overdue un-ACKed segments, oldest first, while credits last */
-static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+/* Copies of |ep|'s un-ACKed segments sent at least |min_age| us ago and
+ * not reported held, oldest first, while credits last; each counted in
+ * |*copies| */
+static int copy_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, uint64_t min_age,
+                        uint64_t *copies)
 {
     int posted = 0;
-    uint64_t rto = (0 != ep->timer.rto) ? ep->timer.rto : eng->p.rto_initial;
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
         const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
-        if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || eng->now - seg->sent_time < rto) {
+        if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || eng->now - seg->sent_time < min_age) {
             continue;
         }
         if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
-            break; /* the next round tries again */
+            break; /* the next round (if any) tries again */
         }
-        OPAL_BTL_USNIC_STAT_INC(eng, num_away_resends);
+        ++*copies;
         ++posted;
     }
     return posted;
+}
+
+/* Copies of |ep|'s overdue un-ACKed segments */
+static int away_resend_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
+{
+    uint64_t rto = (0 != ep->timer.rto) ? ep->timer.rto : eng->p.rto_initial;
+    return copy_unacked(eng, ep, rto, &eng->stats.num_away_resends);
 }
 
 int opal_btl_usnic_parting_resend(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep)
@@ -362,20 +371,9 @@ int opal_btl_usnic_parting_resend(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
     if (ep->failed || ep->departed) {
         return 0;
     }
-    int posted = 0;
     bool saved = eng->defer_callbacks;
     eng->defer_callbacks = true; /* the PML is being finalized: never call it from here */
-    for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
-        const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
-        if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED)) {
-            continue;
-        }
-        if (!opal_btl_usnic_have_credit(eng, OPAL_BTL_USNIC_DATA_CHANNEL) || OPAL_SUCCESS != away_post_copy(eng, ep, seg)) {
-            break;
-        }
-        OPAL_BTL_USNIC_STAT_INC(eng, num_parting_resends);
-        ++posted;
-    }
+    int posted = copy_unacked(eng, ep, 0, &eng->stats.num_parting_resends);
     if (posted > 0) {
         eng->wire->flush(eng);
     }

@@ -256,7 +256,7 @@ static opal_btl_usnic_send_seg_t *oldest_unacked(const opal_btl_usnic_endpoint_t
     if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
         return NULL;
     }
-    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1) % ep->window];
+    return ep->tx.sent[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1))];
 }
 
 /* RFC 6298: RTO = srtt + 4 rttvar, within [|lo|, |hi|] */
@@ -405,7 +405,7 @@ static bool oldest_overdue(const opal_btl_usnic_engine_t *eng, const opal_btl_us
 /* The in-flight segment |pos| places after acked_seq + 1 */
 static opal_btl_usnic_send_seg_t *seg_at(const opal_btl_usnic_endpoint_t *ep, uint32_t pos)
 {
-    return ep->tx.sent[(opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos) % ep->window];
+    return ep->tx.sent[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->tx.acked_seq + 1 + pos))];
 }
 
 /* Where the receiver's reports prove a loss (RACK's idea, per channel).
@@ -697,14 +697,14 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         sack_repair(eng, ep, sack);
         return true;
     }
-    opal_btl_usnic_send_seg_t *newest = ep->tx.sent[ack_seq % ep->window];
+    opal_btl_usnic_send_seg_t *newest = ep->tx.sent[opal_btl_usnic_slot(ep, ack_seq)];
     if (NULL != newest) {
         rtt_sample(eng, ep, newest);
     }
     uint64_t bytes_before = ep->tx.in_flight_bytes;
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; opal_btl_usnic_seq_le(s, ack_seq); ++s) {
-        opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
-        ep->tx.sent[s % ep->window] = NULL;
+        opal_btl_usnic_send_seg_t *seg = ep->tx.sent[opal_btl_usnic_slot(ep, s)];
+        ep->tx.sent[opal_btl_usnic_slot(ep, s)] = NULL;
         if (NULL != seg) {
             charge_release(ep, seg);
             seg_acked(eng, seg);
@@ -889,8 +889,8 @@ void opal_btl_usnic_endpoint_flush(opal_btl_usnic_endpoint_t *ep, int status)
         /* Nobody will ACK these any more: release them as if ACKed, but
          * a PUT among them did not reach its target */
         for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
-            if (NULL != ep->tx.sent[s % ep->window]) {
-                opal_btl_usnic_put_mark_failed(ep->tx.sent[s % ep->window], status);
+            if (NULL != ep->tx.sent[opal_btl_usnic_slot(ep, s)]) {
+                opal_btl_usnic_put_mark_failed(ep->tx.sent[opal_btl_usnic_slot(ep, s)], status);
             }
         }
         opal_btl_usnic_handle_ack(ep->eng, ep, ep->tx.next_seq - 1);

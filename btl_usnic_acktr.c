@@ -124,7 +124,7 @@ static uint16_t sack_bits(const opal_btl_usnic_endpoint_t *ep)
 {
     uint16_t bits = 0;
     for (uint32_t i = 0; i < 16 && i + 1 < ep->window; ++i) {
-        if (ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + 1 + i) % ep->window]) {
+        if (ep->rx.rcvd[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->rx.next_expected + 1 + i))]) {
             bits |= (uint16_t) (1u << i);
         }
     }
@@ -213,12 +213,12 @@ unsigned opal_btl_usnic_sack_ranges_fill(const opal_btl_usnic_endpoint_t *ep, op
     unsigned n = 0;
     uint32_t i = 1;
     while (i <= limit && n < OPAL_BTL_USNIC_SACK_RANGES) {
-        if (!ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+        if (!ep->rx.rcvd[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->rx.next_expected + i))]) {
             ++i;
             continue;
         }
         uint32_t start = i;
-        while (i <= limit && ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+        while (i <= limit && ep->rx.rcvd[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->rx.next_expected + i))]) {
             ++i;
         }
         ranges[n].start = opal_btl_usnic_wire16((uint16_t) (start - 1));

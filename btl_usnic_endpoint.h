@@ -144,6 +144,14 @@ struct mca_btl_base_endpoint_t {
 typedef struct mca_btl_base_endpoint_t mca_btl_base_endpoint_t;
 OBJ_CLASS_DECLARATION(opal_btl_usnic_endpoint_t);
 
+/* The slot of sequence (or fragment id) |n| in |ep|'s per-window arrays:
+ * the window is a power of two (opal_btl_usnic_endpoint_init_rel), so a
+ * mask, not a division, on every datagram's path */
+static inline uint32_t opal_btl_usnic_slot(const opal_btl_usnic_endpoint_t *ep, uint32_t n)
+{
+    return n & (ep->window - 1);
+}
+
 /* The largest window (btl_usnic_window's range): sequence numbers,
  * bitmaps and reassembly slots per endpoint, and the stack of the loss
  * detection (btl_usnic_ack.c) are sized by it */

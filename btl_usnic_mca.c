@@ -522,7 +522,7 @@ static void describe_oldest(const opal_btl_usnic_endpoint_t *ep, char *buf, size
     if (0 == opal_btl_usnic_endpoint_in_flight(ep)) {
         return;
     }
-    const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[(ep->tx.acked_seq + 1) % ep->window];
+    const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[opal_btl_usnic_slot(ep, (ep->tx.acked_seq + 1))];
     if (NULL == seg) {
         return;
     }

@@ -282,7 +282,7 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
         seg->channel = (uint8_t) channel;
     }
     ep->tx.next_seq = seq + 1;
-    ep->tx.sent[seq % ep->window] = seg;
+    ep->tx.sent[opal_btl_usnic_slot(ep, seq)] = seg;
     seg->charge = opal_btl_usnic_charge_of(&ep->tx.peer_charge, seg->wire_len);
     ep->tx.in_flight_charge += seg->charge;
     ep->tx.in_flight_bytes += seg->wire_len;

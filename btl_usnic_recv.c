@@ -82,7 +82,7 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
                                                        opal_btl_usnic_seq_t seq)
 {
     if (opal_btl_usnic_seq_in_window(seq, ep->rx.next_expected, ep->window)) {
-        if (ep->rx.rcvd[seq % ep->window]) {
+        if (ep->rx.rcvd[opal_btl_usnic_slot(ep, seq)]) {
             return OPAL_BTL_USNIC_SEQ_DUP;
         }
         return (seq == ep->rx.next_expected) ? OPAL_BTL_USNIC_SEQ_NEW_IN_ORDER : OPAL_BTL_USNIC_SEQ_NEW_OOO;
@@ -95,12 +95,12 @@ opal_btl_usnic_seq_class_t opal_btl_usnic_seq_classify(const opal_btl_usnic_endp
 static void seq_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_seq_t seq)
 {
     opal_btl_usnic_rx_note_sender(eng, ep);
-    ep->rx.rcvd[seq % ep->window] = 1;
+    ep->rx.rcvd[opal_btl_usnic_slot(ep, seq)] = 1;
     if (opal_btl_usnic_seq_gt(seq, ep->rx.highest)) {
         ep->rx.highest = seq;
     }
-    while (ep->rx.rcvd[ep->rx.next_expected % ep->window]) {
-        ep->rx.rcvd[ep->rx.next_expected % ep->window] = 0;
+    while (ep->rx.rcvd[opal_btl_usnic_slot(ep, ep->rx.next_expected)]) {
+        ep->rx.rcvd[opal_btl_usnic_slot(ep, ep->rx.next_expected)] = 0;
         ++ep->rx.next_expected;
     }
 }
@@ -136,7 +136,7 @@ void opal_btl_usnic_rx_state(const opal_btl_usnic_endpoint_t *ep, opal_btl_usnic
     }
     uint32_t highest = 0; /* offset from next_expected; 0: nothing ahead (next_expected itself is missing) */
     for (uint32_t i = 1; i < ep->window; ++i) {
-        if (ep->rx.rcvd[(opal_btl_usnic_seq_t) (ep->rx.next_expected + i) % ep->window]) {
+        if (ep->rx.rcvd[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (ep->rx.next_expected + i))]) {
             ++st->ahead;
             highest = i;
         }
@@ -361,7 +361,7 @@ static bool recv_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     uint32_t offset = opal_btl_usnic_host32(ch->frag_offset);
     uint32_t len = opal_btl_usnic_host16(ch->hdr.payload_len);
     uint32_t chunk_size = opal_btl_usnic_host32(ch->chunk_size);
-    opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[frag_id % ep->window];
+    opal_btl_usnic_rx_frag_t *slot = &ep->rx.frags[opal_btl_usnic_slot(ep, frag_id)];
 
     /* Every chunk of a fragment has the chunk size its first one had (at
      * most what our datagrams hold): anything else is corrupt or forged,
@@ -609,7 +609,7 @@ opal_btl_usnic_fast_t opal_btl_usnic_recv_fast(opal_btl_usnic_engine_t *eng, con
      * then nothing held can become deliverable behind it.  (Deciding on an
      * unauthenticated sequence number only picks the path.) */
     opal_btl_usnic_seq_t seq = opal_btl_usnic_host32(hdr->seq);
-    if (!is_next_in_order(ep, seq) || ep->rx.rcvd[(opal_btl_usnic_seq_t) (seq + 1) % ep->window]) {
+    if (!is_next_in_order(ep, seq) || ep->rx.rcvd[opal_btl_usnic_slot(ep, (opal_btl_usnic_seq_t) (seq + 1))]) {
         return OPAL_BTL_USNIC_FAST_DECLINED;
     }
     OPAL_BTL_USNIC_STAT_INC(eng, num_total_recvs);

@@ -346,7 +346,7 @@ static int copy_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t 
 {
     int posted = 0;
     for (opal_btl_usnic_seq_t s = ep->tx.acked_seq + 1; s != ep->tx.next_seq; ++s) {
-        const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[s % ep->window];
+        const opal_btl_usnic_send_seg_t *seg = ep->tx.sent[opal_btl_usnic_slot(ep, s)];
         if (NULL == seg || (seg->flags & OPAL_BTL_USNIC_SEG_FLAG_SACKED) || eng->now - seg->sent_time < min_age) {
             continue;
         }

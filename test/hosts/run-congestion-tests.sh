@@ -229,7 +229,7 @@ check_resent() {   # NAME: the shaper's drops <= DROP_MAX % of usnic's sends, re
         WHYNOT="$1: no usnic counters (num_total_sends, num_resends through MPI_T)"
         return 1
     fi
-    dpct=$(awk -v d="$drops" -v s="$sends" 'BEGIN { printf "%.2f", s > 0 ? 100 * d / s : 100 }')
+    dpct=$(awk -v d="$drops" -v s="$sends" 'BEGIN { printf "%.2f", (s > 0 ? 100 * d / s : 100) }')
     ge "$DROP_MAX" "$dpct" ||
         { WHYNOT="$1: the shaper dropped $drops packets, ${dpct}% of usnic's $sends segments, bound $DROP_MAX%"; return 1; }
     ge "$RESENT_MAX" "$pct" || { WHYNOT="$1: ${pct}% of segments resent (${R[$1,resends]}/$sends), bound $RESENT_MAX%"; return 1; }

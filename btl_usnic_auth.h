@@ -154,6 +154,11 @@ void opal_btl_usnic_mac_clear(opal_btl_usnic_mac_t *m);
  * with libcrypto: libsodium's AES-GCM takes one contiguous buffer only. */
 bool opal_btl_usnic_mac_gathers(void);
 
+/* AES-GCM tags through the 512-bit GHASH (btl_usnic_ghash.c) where the
+ * CPU has it (the default), or through OpenSSL's GHASH (false; for the
+ * unit tests).  Keys set up after the call follow it. */
+void opal_btl_usnic_mac_wide_ghash(bool on);
+
 /**
  * The tag of the |len| bytes at |data| (the covered part of a datagram,
  * its tag field zeroed) under |nonce|, which must never repeat under one

@@ -169,6 +169,9 @@ static void test_sizes_and_parts(void)
     unsigned algs = opal_btl_usnic_auth_init();
     check_sizes_and_parts(OPAL_BTL_USNIC_MAC_CHACHAPOLY);
     if (algs & OPAL_BTL_USNIC_MAC_AESGCM) {
+        opal_btl_usnic_mac_wide_ghash(false); /* OpenSSL's GHASH (or libsodium) */
+        check_sizes_and_parts(OPAL_BTL_USNIC_MAC_AESGCM);
+        opal_btl_usnic_mac_wide_ghash(true); /* the 512-bit one where the CPU has it */
         check_sizes_and_parts(OPAL_BTL_USNIC_MAC_AESGCM);
     } else {
         fprintf(stderr, "  AES-GCM not available on this CPU: its sizes and parts not checked\n");
@@ -178,6 +181,47 @@ static void test_sizes_and_parts(void)
 #else
     CHECK(!opal_btl_usnic_mac_gathers());
 #endif
+}
+
+/* Random keys, nonces, lengths (0..65000) and split points: the tag of
+ * the default path (the 512-bit GHASH where the CPU has it) equals
+ * libsodium's one-shot and OpenSSL's GHASH path, and checks */
+static void test_random_tags_agree(void)
+{
+    if (!(opal_btl_usnic_auth_init() & OPAL_BTL_USNIC_MAC_AESGCM)) {
+        fprintf(stderr, "  AES-GCM not available on this CPU: random tags not checked\n");
+        return;
+    }
+    enum { CASES = 20000, MOST = 65000 };
+    uint8_t *data = (uint8_t *) malloc(MOST);
+    REQUIRE(NULL != data);
+    randombytes_buf(data, MOST);
+    unsigned long bad = 0;
+    for (int c = 0; c < CASES; ++c) {
+        uint8_t key[32], want[16], wide[16], narrow[16];
+        randombytes_buf(key, sizeof(key));
+        uint64_t nonce = ((uint64_t) randombytes_random() << 32) | randombytes_random();
+        size_t len = (c % 4) ? randombytes_uniform(2100) : randombytes_uniform(MOST + 1);
+        size_t a = randombytes_uniform((uint32_t) len + 1);
+        opal_btl_usnic_mac_t mw, mn;
+        opal_btl_usnic_mac_wide_ghash(true);
+        opal_btl_usnic_mac_init(&mw, OPAL_BTL_USNIC_MAC_AESGCM, key);
+        opal_btl_usnic_mac_wide_ghash(false);
+        opal_btl_usnic_mac_init(&mn, OPAL_BTL_USNIC_MAC_AESGCM, key);
+        reference_tag(OPAL_BTL_USNIC_MAC_AESGCM, key, nonce, data, len, want);
+        opal_btl_usnic_mac_tag2(&mw, nonce, data, a, data + a, len - a, wide);
+        opal_btl_usnic_mac_tag2(&mn, nonce, data, a, data + a, len - a, narrow);
+        bool ok = 0 == memcmp(want, wide, 16) && 0 == memcmp(want, narrow, 16) &&
+                  opal_btl_usnic_mac_check(&mw, nonce, data, len, want);
+        if (!ok && 0 == bad++) {
+            FAILF("case %d: %zu bytes split at %zu: tags differ or do not check", c, len, a);
+        }
+        opal_btl_usnic_mac_clear(&mw);
+        opal_btl_usnic_mac_clear(&mn);
+    }
+    opal_btl_usnic_mac_wide_ghash(true);
+    CHECK_EQ_U(bad, 0);
+    free(data);
 }
 
 static void test_no_key_checks_nothing(void)
@@ -463,7 +507,7 @@ static void test_job_secret_parse(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_derive_key_kat), UNIT_TEST(test_chachapoly_kat), UNIT_TEST(test_aesgcm_kat),
-          UNIT_TEST(test_sizes_and_parts),
+          UNIT_TEST(test_sizes_and_parts), UNIT_TEST(test_random_tags_agree),
           UNIT_TEST(test_no_key_checks_nothing), UNIT_TEST(test_mac_pick), UNIT_TEST(test_random),
           UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window),
           UNIT_TEST(test_agent_key_and_tag_kat), UNIT_TEST(test_pair_keys_kat),

@@ -148,74 +148,87 @@ T512 static void products(const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
     }
 }
 
-/* x after |n| (<= OPAL_BTL_USNIC_GHASH_POWERS) blocks at |p|:
- * (x ^ B1) H^n ^ B2 H^(n-1) ^ ... ^ Bn H, reduced once.  Only x's own
- * product waits for the previous step's reduction: the blocks' products
- * overlap it. */
-T512 static __m128i step(const opal_btl_usnic_ghash_key_t *k, __m128i x, const uint8_t *p, size_t n)
+/* A GHASH in progress: the running value, the unreduced products of the
+ * current group of blocks, the group's size (its first block takes
+ * H^size) and how many of its blocks were added */
+typedef struct ghash_run_t {
+    __m128i x, lo, mid, hi;
+    size_t left;   /* blocks not yet in a group, the current one included */
+    size_t size;   /* of the current group */
+    size_t done;   /* blocks of it added */
+} ghash_run_t;
+
+T128 static void group_start(ghash_run_t *r)
 {
-    size_t first = OPAL_BTL_USNIC_GHASH_POWERS - n;
-    __m128i lo = _mm_setzero_si128(), mid = _mm_setzero_si128(), hi = _mm_setzero_si128();
-    products(k, p, n, first, &lo, &mid, &hi);
-    mul_add(x, power(k, (unsigned) first), &lo, &mid, &hi);
-    return reduce(lo, mid, hi);
+    r->size = (r->left < OPAL_BTL_USNIC_GHASH_POWERS) ? r->left : OPAL_BTL_USNIC_GHASH_POWERS;
+    r->done = 0;
+    r->lo = r->mid = r->hi = _mm_setzero_si128();
 }
 
-/* x after |n| whole blocks at |p| */
-T512 static __m128i blocks(const opal_btl_usnic_ghash_key_t *k, __m128i x, const uint8_t *p, size_t n)
+/* The group is complete: X' = X H^size ^ (its blocks' products), reduced
+ * once.  Only X's own product waits for the previous group's reduction:
+ * the blocks' products overlap it. */
+T128 static void group_end(const opal_btl_usnic_ghash_key_t *k, ghash_run_t *r)
 {
-    for (; n >= OPAL_BTL_USNIC_GHASH_POWERS; n -= OPAL_BTL_USNIC_GHASH_POWERS, p += 16 * OPAL_BTL_USNIC_GHASH_POWERS) {
-        x = step(k, x, p, OPAL_BTL_USNIC_GHASH_POWERS);
-    }
-    return (0 != n) ? step(k, x, p, n) : x;
+    mul_add(r->x, power(k, (unsigned) (OPAL_BTL_USNIC_GHASH_POWERS - r->size)), &r->lo, &r->mid, &r->hi);
+    r->x = reduce(r->lo, r->mid, r->hi);
+    r->left -= r->size;
+    group_start(r);
 }
 
-void opal_btl_usnic_ghash_init(opal_btl_usnic_ghash_t *g)
+/* Add |n| whole blocks at |p|, in order, to the groups */
+T512 static void run_blocks(const opal_btl_usnic_ghash_key_t *k, ghash_run_t *r, const uint8_t *p, size_t n)
 {
-    memset(g, 0, sizeof(*g));
-}
-
-T512 void opal_btl_usnic_ghash_update(opal_btl_usnic_ghash_t *g, const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
-                                 size_t n)
-{
-    if (0 == n) {
-        return; /* |p| may be NULL */
-    }
-    __m128i x = _mm_load_si128((const __m128i *) g->x);
-    g->total += n;
-    if (0 != g->npending) { /* complete the block a previous piece began */
-        size_t take = 16 - g->npending;
+    while (0 != n) {
+        size_t take = r->size - r->done;
         if (take > n) {
             take = n;
         }
-        memcpy(g->pending + g->npending, p, take);
-        g->npending += (unsigned) take;
-        p += take;
+        products(k, p, take, OPAL_BTL_USNIC_GHASH_POWERS - r->size + r->done, &r->lo, &r->mid, &r->hi);
+        r->done += take;
+        p += 16 * take;
         n -= take;
-        if (16 != g->npending) {
-            return;
+        if (r->done == r->size) {
+            group_end(k, r);
         }
-        x = blocks(k, x, g->pending, 1);
-        g->npending = 0;
     }
-    size_t whole = n / 16;
-    x = blocks(k, x, p, whole);
-    memcpy(g->pending, p + 16 * whole, n - 16 * whole);
-    g->npending = (unsigned) (n - 16 * whole);
-    _mm_store_si128((__m128i *) g->x, x);
 }
 
-T512 void opal_btl_usnic_ghash_final(opal_btl_usnic_ghash_t *g, const opal_btl_usnic_ghash_key_t *k, uint8_t out[16])
+/* GHASH over a || b as associated data: its whole blocks where they lie
+ * (the block across the two parts and the last, partial, one copied),
+ * then the lengths block; the number of blocks is known from the start,
+ * so every group of 32 is reduced once, wherever the parts meet */
+T512 void opal_btl_usnic_ghash(const opal_btl_usnic_ghash_key_t *k, const uint8_t *a, size_t alen, const uint8_t *b,
+                               size_t blen, uint8_t out[16])
 {
-    uint8_t last[32] = {0};
-    size_t n = g->npending;
-    memcpy(last, g->pending, n);
-    size_t at = (0 != n) ? 16 : 0; /* the zero-padded block, if any, then the lengths */
-    uint64_t bits = g->total * 8;
-    for (int i = 0; i < 8; ++i) {
-        last[at + i] = (uint8_t) (bits >> (56 - 8 * i)); /* len(A), big-endian; len(C) = 0 */
+    ghash_run_t r = {.x = _mm_setzero_si128(), .left = (alen + blen + 15) / 16 + 1};
+    group_start(&r);
+    uint8_t edge[16] = {0};
+    size_t a_whole = alen / 16, a_rest = alen % 16;
+    run_blocks(k, &r, a, a_whole);
+    size_t b_head = 0;
+    if (0 != a_rest) { /* a's tail and b's head share a block */
+        b_head = (blen < 16 - a_rest) ? blen : 16 - a_rest;
+        memcpy(edge, a + 16 * a_whole, a_rest);
+        if (0 != b_head) {
+            memcpy(edge + a_rest, b, b_head);
+        }
+        run_blocks(k, &r, edge, 1);
     }
-    __m128i x = blocks(k, _mm_load_si128((const __m128i *) g->x), last, at / 16 + 1);
-    _mm_storeu_si128((__m128i *) out, reflect(x));
-    memset(g, 0, sizeof(*g));
+    size_t b_whole = (blen - b_head) / 16, b_rest = (blen - b_head) % 16;
+    if (0 != b_whole) {
+        run_blocks(k, &r, b + b_head, b_whole);
+    }
+    if (0 != b_rest) {
+        memset(edge, 0, sizeof(edge));
+        memcpy(edge, b + b_head + 16 * b_whole, b_rest);
+        run_blocks(k, &r, edge, 1);
+    }
+    uint64_t bits = (uint64_t) (alen + blen) * 8;
+    memset(edge, 0, sizeof(edge));
+    for (int i = 0; i < 8; ++i) {
+        edge[i] = (uint8_t) (bits >> (56 - 8 * i)); /* len(A), big-endian; len(C) = 0 */
+    }
+    run_blocks(k, &r, edge, 1);
+    _mm_storeu_si128((__m128i *) out, reflect(r.x));
 }

@@ -22,28 +22,16 @@ typedef struct opal_btl_usnic_ghash_key_t {
     uint64_t pow[OPAL_BTL_USNIC_GHASH_POWERS][2] __attribute__((aligned(64)));
 } opal_btl_usnic_ghash_key_t;
 
-/* A hash in progress: the running value and the bytes of a block not yet
- * complete (associated data given in pieces) */
-typedef struct opal_btl_usnic_ghash_t {
-    uint64_t x[2] __attribute__((aligned(16)));
-    uint8_t pending[16];
-    unsigned npending;
-    uint64_t total;
-} opal_btl_usnic_ghash_t;
-
 /* Whether this CPU (and its operating system) runs the 512-bit code */
 bool opal_btl_usnic_ghash_available(void);
 
 /* The powers of |h| = AES_K(0^128), the hash key.  Only where available. */
 void opal_btl_usnic_ghash_key(opal_btl_usnic_ghash_key_t *k, const uint8_t h[16]);
 
-void opal_btl_usnic_ghash_init(opal_btl_usnic_ghash_t *g);
-
-/* |n| more bytes of associated data */
-void opal_btl_usnic_ghash_update(opal_btl_usnic_ghash_t *g, const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
-                                 size_t n);
-
-/* GHASH_H(A || 0-pad || len(A) || len(C) = 0), as bytes */
-void opal_btl_usnic_ghash_final(opal_btl_usnic_ghash_t *g, const opal_btl_usnic_ghash_key_t *k, uint8_t out[16]);
+/* GHASH_H(a || b || 0-pad || len(a || b) || len(C) = 0), as bytes: the
+ * associated data in two parts (a header and a payload that lies
+ * elsewhere; either may be empty and NULL) */
+void opal_btl_usnic_ghash(const opal_btl_usnic_ghash_key_t *k, const uint8_t *a, size_t alen, const uint8_t *b,
+                          size_t blen, uint8_t out[16]);
 
 #endif

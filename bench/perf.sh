@@ -48,6 +48,12 @@
 #   rxd     libfabric's reliable datagrams (ofi_rxd over the udp
 #           provider) through pml cm + mtl ofi; every run is checked to
 #           have used that path, as in bench/loss-goodput.sh
+#   ucx     pml ucx over UCX's tcp transport on lo (UCX_TLS=tcp,self;
+#           pml_ucx_tls and pml_ucx_devices any, without which pml ucx
+#           declines TCP), checked to have selected pml ucx on both ranks
+#   ofi_rxm libfabric's tcp;ofi_rxm through pml cm + mtl ofi (mtl ofi
+#           excludes tcp by default: mtl_ofi_provider_include names it),
+#           checked like rxd
 #   vader   shared memory, for reference: pml ob1, btl vader,self (Open
 #           MPI 5: btl sm,self, shown as "sm")
 #   udp     bench/udp_raw.c: a bare polling UDP socket ping-pong (0, 8,
@@ -167,9 +173,9 @@ die() { echo "perf: $*" >&2; exit 1; }
 [[ $FI_ITERS =~ ^[1-9][0-9]*$ && $RUN_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "bad FI_ITERS or RUN_TIMEOUT"
 for t in $TRANSPORTS; do
     case $t in
-        usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|usnic_nocc|usnic_gso_nocc|tcp|rxd|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
+        usnic|usnic_gso|usnic_ofi|usnic_header|usnic_none|usnic_nocc|usnic_gso_nocc|tcp|rxd|ucx|ofi_rxm|vader|udp|fipp|dgcheck|dgcheck_nomr) ;;
         usnic_base) [[ -n ${BASE_DIR:-} && -f $BASE_DIR/mca_btl_usnic.so ]] || die "usnic_base: BASE_DIR must hold mca_btl_usnic.so" ;;
-        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none usnic_nocc usnic_gso_nocc usnic_base tcp rxd vader udp fipp dgcheck dgcheck_nomr)" ;;
+        *) die "unknown transport '$t' (known: usnic usnic_gso usnic_ofi usnic_header usnic_none usnic_nocc usnic_gso_nocc usnic_base tcp rxd ucx ofi_rxm vader udp fipp dgcheck dgcheck_nomr)" ;;
     esac
 done
 for cmd in mpicc mpirun cc timeout taskset awk; do
@@ -224,6 +230,8 @@ title() {
         usnic_gso_nocc) echo "usnic 1472 B cc off" ;;
         tcp)   echo "tcp" ;;
         rxd)   echo "udp;ofi_rxd" ;;
+        ucx)   echo "UCX tcp" ;;
+        ofi_rxm) echo "tcp;ofi_rxm" ;;
         vader) echo "$SHM_BTL" ;;
         udp)   echo "UDP socket" ;;
         fipp)  echo "fi_pingpong" ;;
@@ -334,6 +342,20 @@ run_mpi() {
             ncm=$(grep -c 'select: component cm selected' "$log")
             if [[ -z $note && ($nprov -ne 2 || $ncm -ne 2) ]]; then
                 note="wrongpath (expected 2x 'mtl:ofi:prov: $RXD_PROVIDER' and 2x pml cm, got $nprov and $ncm)"
+            fi
+            ;;
+        ofi_rxm)
+            local nrxm
+            nrxm=$(grep -c 'mtl:ofi:prov: tcp;ofi_rxm$' "$log")
+            if [[ -z $note && $nrxm -ne 2 ]]; then
+                note="wrongpath (expected 2x 'mtl:ofi:prov: tcp;ofi_rxm', got $nrxm)"
+            fi
+            ;;
+        ucx)
+            local nucx
+            nucx=$(grep -c 'select: component ucx selected' "$log")
+            if [[ -z $note && $nucx -ne 2 ]]; then
+                note="wrongpath (expected 2 ranks selecting pml ucx, got $nucx)"
             fi
             ;;
     esac
@@ -580,7 +602,7 @@ row_label() { # metric size
 }
 
 MPI_T=()
-for t in usnic usnic_gso usnic_ofi tcp rxd vader; do has "$t" && MPI_T+=("$t"); done
+for t in usnic usnic_gso usnic_ofi tcp ucx ofi_rxm rxd vader; do has "$t" && MPI_T+=("$t"); done
 short() { # a transport's name in a ratio column's header
     case $1 in
     usnic) echo "usnic" ;; usnic_ofi) echo "ofi" ;; usnic_gso) echo "gso1472" ;;

@@ -26,17 +26,19 @@
  * aggregation (section "Aggregated reduction") computes
  * X' = (X ^ B1) H^n ^ B2 H^(n-1) ^ ... ^ Bn H and reduces once: the shift
  * and the reduction are linear, so the products' XOR is reduced like one
- * product.  Here n = 32: eight 512-bit registers of 4 blocks each, their
- * lanes multiplied by H^32..H^1 (precomputed with the key), the lanes
- * folded by XOR, one reduction per 512 bytes.  The running value's own
- * product (X H^n) is added in a 128-bit register, so only it waits for
- * the previous step's reduction while the blocks' products overlap it; a
- * first version that folded X into the first block and stepped by 16
- * blocks ran at 17.6 GB/s (latency-bound), this one at 29 (bound by
- * port 5, which both VPCLMULQDQ and the byte-reflecting VPSHUFB use: 5
- * of its uops per 64 bytes).  A tail of fewer than 32 blocks takes
- * H^r..H^1 the same way, four blocks per register and the rest one by
- * one, so every call reduces once per 32 blocks or fewer.
+ * product.  Here n = 64: the blocks' lanes, four per 512-bit register,
+ * multiplied by H^64..H^1 (precomputed with the key: 1 KiB), two
+ * registers per step added by three-way XORs, the lanes folded by XOR,
+ * one reduction per 1 KiB.  The running value's own product (X H^n) is
+ * added in a 128-bit register, so only it waits for the previous group's
+ * reduction while the blocks' products overlap it.  Measured
+ * (bench/mac_speed.c, 65000 bytes): X folded into the first block and 16
+ * blocks per reduction 17.6 GB/s (latency-bound); X apart and 32 blocks
+ * 29; 64 blocks, two registers per step and masked loads for a tail of
+ * one to three blocks (a sibling version's loop, written in this team
+ * the same day) 38.  The number of blocks of a tag is known when it
+ * starts, so the groups are cut from the first block and a header and a
+ * payload that lies elsewhere meet inside a group without a reduction.
  *
  * Constant time: no branch and no memory address depends on the key or
  * the data, only on lengths, which are public (the datagram's size).
@@ -118,23 +120,42 @@ T128 void opal_btl_usnic_ghash_key(opal_btl_usnic_ghash_key_t *k, const uint8_t 
 
 T512 static inline __m128i fold4(__m512i v)
 {
-    return _mm_xor_si128(_mm_xor_si128(_mm512_extracti32x4_epi32(v, 0), _mm512_extracti32x4_epi32(v, 1)),
-                         _mm_xor_si128(_mm512_extracti32x4_epi32(v, 2), _mm512_extracti32x4_epi32(v, 3)));
+    __m256i y = _mm256_xor_si256(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
 }
 
 /* Add the products of the |n| (<= OPAL_BTL_USNIC_GHASH_POWERS) blocks at
  * |p| with the powers from pow[first] on (block i times pow[first + i]):
- * four blocks per 512-bit register, the rest one by one */
-T512 static void products(const opal_btl_usnic_ghash_key_t *k, const uint8_t *p, size_t n, size_t first,
-                          __m128i *lo, __m128i *mid, __m128i *hi)
+ * eight blocks per step in two 512-bit registers (one three-way XOR adds
+ * a product of each), then four, then the last one to three with masked
+ * loads (the other lanes zero, and so their products) */
+T512 static inline __attribute__((always_inline)) void products(const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
+                                                                size_t n, size_t first, __m128i *lo, __m128i *mid,
+                                                                __m128i *hi)
 {
     const __m512i rev = _mm512_broadcast_i32x4(
         _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-    __m512i l = _mm512_setzero_si512(), m = _mm512_setzero_si512(), h = _mm512_setzero_si512();
+    const uint64_t *pw = k->pow[first];
+    __m512i l = _mm512_setzero_si512(), m = l, h = l;
     size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        __m512i d = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (p + 16 * i)), rev);
-        __m512i hp = _mm512_loadu_si512((const void *) k->pow[first + i]);
+    for (; i + 8 <= n; i += 8) {
+        __m512i d0 = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (p + 16 * i)), rev);
+        __m512i d1 = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (p + 16 * i + 64)), rev);
+        __m512i h0 = _mm512_loadu_si512((const void *) (pw + 2 * i));
+        __m512i h1 = _mm512_loadu_si512((const void *) (pw + 2 * i + 8));
+        l = _mm512_ternarylogic_epi64(l, _mm512_clmulepi64_epi128(d0, h0, 0x00), _mm512_clmulepi64_epi128(d1, h1, 0x00),
+                                      0x96);
+        h = _mm512_ternarylogic_epi64(h, _mm512_clmulepi64_epi128(d0, h0, 0x11), _mm512_clmulepi64_epi128(d1, h1, 0x11),
+                                      0x96);
+        m = _mm512_ternarylogic_epi64(m, _mm512_clmulepi64_epi128(d0, h0, 0x01), _mm512_clmulepi64_epi128(d0, h0, 0x10),
+                                      0x96);
+        m = _mm512_ternarylogic_epi64(m, _mm512_clmulepi64_epi128(d1, h1, 0x01), _mm512_clmulepi64_epi128(d1, h1, 0x10),
+                                      0x96);
+    }
+    for (; i < n; i += 4) {
+        __mmask8 mask = (n - i >= 4) ? (__mmask8) 0xff : (__mmask8) ((1u << (2 * (n - i))) - 1);
+        __m512i d = _mm512_shuffle_epi8(_mm512_maskz_loadu_epi64(mask, p + 16 * i), rev);
+        __m512i hp = _mm512_maskz_loadu_epi64(mask, pw + 2 * i);
         l = _mm512_xor_si512(l, _mm512_clmulepi64_epi128(d, hp, 0x00));
         h = _mm512_xor_si512(h, _mm512_clmulepi64_epi128(d, hp, 0x11));
         m = _mm512_ternarylogic_epi64(m, _mm512_clmulepi64_epi128(d, hp, 0x01), _mm512_clmulepi64_epi128(d, hp, 0x10),
@@ -143,9 +164,6 @@ T512 static void products(const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
     *lo = _mm_xor_si128(*lo, fold4(l));
     *mid = _mm_xor_si128(*mid, fold4(m));
     *hi = _mm_xor_si128(*hi, fold4(h));
-    for (; i < n; ++i) {
-        mul_add(reflect(_mm_loadu_si128((const __m128i *) (p + 16 * i))), power(k, (unsigned) (first + i)), lo, mid, hi);
-    }
 }
 
 /* A GHASH in progress: the running value, the unreduced products of the
@@ -158,7 +176,7 @@ typedef struct ghash_run_t {
     size_t done;   /* blocks of it added */
 } ghash_run_t;
 
-T128 static void group_start(ghash_run_t *r)
+T128 static inline void group_start(ghash_run_t *r)
 {
     r->size = (r->left < OPAL_BTL_USNIC_GHASH_POWERS) ? r->left : OPAL_BTL_USNIC_GHASH_POWERS;
     r->done = 0;
@@ -168,7 +186,7 @@ T128 static void group_start(ghash_run_t *r)
 /* The group is complete: X' = X H^size ^ (its blocks' products), reduced
  * once.  Only X's own product waits for the previous group's reduction:
  * the blocks' products overlap it. */
-T128 static void group_end(const opal_btl_usnic_ghash_key_t *k, ghash_run_t *r)
+T128 static inline void group_end(const opal_btl_usnic_ghash_key_t *k, ghash_run_t *r)
 {
     mul_add(r->x, power(k, (unsigned) (OPAL_BTL_USNIC_GHASH_POWERS - r->size)), &r->lo, &r->mid, &r->hi);
     r->x = reduce(r->lo, r->mid, r->hi);

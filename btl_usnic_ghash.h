@@ -3,7 +3,7 @@
  *
  * GHASH (NIST SP 800-38D, 6.4) over associated data only, with the
  * widest carry-less multiply the CPU has: four blocks per 512-bit
- * register (VPCLMULQDQ, AVX-512), one reduction per 32 blocks.  The AES-GCM
+ * register (VPCLMULQDQ, AVX-512), one reduction per 64 blocks.  The AES-GCM
  * tags of btl_usnic_auth.c use it where opal_btl_usnic_ghash_available;
  * elsewhere they keep OpenSSL's 128-bit GHASH or libsodium.  Design notes
  * in btl_usnic_ghash.c.
@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OPAL_BTL_USNIC_GHASH_POWERS 32
+#define OPAL_BTL_USNIC_GHASH_POWERS 64
 
-/* The hash key's powers H^32 .. H^1, byte-reflected */
+/* The hash key's powers H^64 .. H^1, byte-reflected */
 typedef struct opal_btl_usnic_ghash_key_t {
     uint64_t pow[OPAL_BTL_USNIC_GHASH_POWERS][2] __attribute__((aligned(64)));
 } opal_btl_usnic_ghash_key_t;

@@ -610,7 +610,7 @@ short() { # a transport's name in a ratio column's header
     esac
 }
 W=22
-ROWS="lat:0 lat:8 lat:1024 lat:16384 bw:65536 bw:1048576 bw:4194304 rate:8"
+ROWS="lat:0 lat:8 lat:1024 lat:16384 lat:65536 bw:65536 bw:1048576 bw:4194304 rate:8"
 
 if [[ ${#MPI_T[@]} -gt 0 ]]; then
     echo

@@ -400,11 +400,13 @@ static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
     }
     gcm_expand_key(g, key);
     g->use_wide = wide_ghash_on();
-    if (g->use_wide) {
+    g->ctx = NULL;
+    if (g->use_wide) { /* OpenSSL's GCM state is not needed */
         uint8_t zero[16] = {0}, h[16];
         gcm_block(zero, h, g);
         opal_btl_usnic_ghash_key(&g->wide, h);
         sodium_memzero(h, sizeof(h));
+        return g;
     }
     g->ctx = CRYPTO_gcm128_new(g, gcm_block);
     if (NULL == g->ctx) {
@@ -418,7 +420,9 @@ static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
 static void gcm_free(void *p)
 {
     opal_btl_usnic_gcm_t *g = (opal_btl_usnic_gcm_t *) p;
-    CRYPTO_gcm128_release(g->ctx); /* clears its key material */
+    if (NULL != g->ctx) {
+        CRYPTO_gcm128_release(g->ctx); /* clears its key material */
+    }
     sodium_memzero(g, sizeof(*g));
     free(g);
 }
@@ -557,19 +561,6 @@ static void sodium_tag(const opal_btl_usnic_mac_t *m, const uint8_t iv[12], cons
  * the GHASHes overtake it near 200 bytes): headers, ACKs, small messages */
 #define MAC_SMALL 128
 
-static void small_tag(const opal_btl_usnic_mac_t *m, const uint8_t iv[12], const uint8_t *a, size_t alen,
-                      const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
-{
-    if (0 == blen) {
-        sodium_tag(m, iv, a, alen, tag);
-        return;
-    }
-    uint8_t joined[MAC_SMALL];
-    memcpy(joined, a, alen);
-    memcpy(joined + alen, b, blen);
-    sodium_tag(m, iv, joined, alen + blen, tag);
-}
-
 void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *a, size_t alen,
                              const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
@@ -579,11 +570,8 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
         memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
         return;
     }
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && alen + blen <= MAC_SMALL) {
-        small_tag(m, iv, a, alen, b, blen, tag);
-        return;
-    }
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm && gcm_tag(m->gcm, iv, a, alen, b, blen, tag)) {
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && alen + blen > MAC_SMALL && NULL != m->gcm &&
+        gcm_tag(m->gcm, iv, a, alen, b, blen, tag)) {
         return;
     }
     if (0 == blen) {
@@ -591,9 +579,9 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
     } else if (OPAL_BTL_USNIC_MAC_CHACHAPOLY == m->alg) {
         chacha_tag2(m->key, iv, a, alen, b, blen, tag);
     } else {
-        /* AES-GCM in two parts without OpenSSL: side by side first (the
-         * engine gathers only where opal_btl_usnic_mac_gathers: a path no
-         * production run takes) */
+        /* AES-GCM in two parts up to MAC_SMALL bytes, or without OpenSSL
+         * (the engine gathers only where opal_btl_usnic_mac_gathers):
+         * side by side first */
         uint8_t small[2048];
         uint8_t *joined = (alen + blen <= sizeof(small)) ? small : (uint8_t *) malloc(alen + blen);
         if (NULL == joined) {

@@ -223,8 +223,8 @@ fi
 # ---------------------------------------------------------------------
 # stream + ping-pong, usnic and btl/tcp
 # ---------------------------------------------------------------------
-check_resent() {   # NAME: the shaper's drops <= DROP_MAX % of usnic's sends, resent <= RESENT_MAX %
-    local pct=${R[$1,resent_pct]} sends=${R[$1,sends]} drops=${R[$1,drops]} dpct
+check_resent() {   # NAME [BOUND]: the shaper's drops <= DROP_MAX % of usnic's sends, resent <= BOUND (RESENT_MAX) %
+    local pct=${R[$1,resent_pct]} sends=${R[$1,sends]} drops=${R[$1,drops]} bound=${2:-$RESENT_MAX} dpct
     if [ -z "$pct" ] || [ "$pct" = "-" ]; then
         WHYNOT="$1: no usnic counters (num_total_sends, num_resends through MPI_T)"
         return 1
@@ -232,7 +232,7 @@ check_resent() {   # NAME: the shaper's drops <= DROP_MAX % of usnic's sends, re
     dpct=$(awk -v d="$drops" -v s="$sends" 'BEGIN { printf "%.2f", (s > 0 ? 100 * d / s : 100) }')
     ge "$DROP_MAX" "$dpct" ||
         { WHYNOT="$1: the shaper dropped $drops packets, ${dpct}% of usnic's $sends segments, bound $DROP_MAX%"; return 1; }
-    ge "$RESENT_MAX" "$pct" || { WHYNOT="$1: ${pct}% of segments resent (${R[$1,resends]}/$sends), bound $RESENT_MAX%"; return 1; }
+    ge "$bound" "$pct" || { WHYNOT="$1: ${pct}% of segments resent (${R[$1,resends]}/$sends), bound $bound%"; return 1; }
 }
 
 # alone_verdict NAME: every bound of the stream alone met by job NAME
@@ -240,10 +240,7 @@ check_resent() {   # NAME: the shaper's drops <= DROP_MAX % of usnic's sends, re
 alone_verdict() {
     local u=${R[$1,MBps]} t=${R[alone-tcp,MBps]} why=()
     ge "$u" "$(mul "$t" "$ALONE_MIN")" || why+=("goodput ratio $(ratio "$u" "$t") < $ALONE_MIN")
-    local saved=$RESENT_MAX
-    RESENT_MAX=$ALONE_RESENT_MAX
-    check_resent "$1" || why+=("$WHYNOT")
-    RESENT_MAX=$saved
+    check_resent "$1" "$ALONE_RESENT_MAX" || why+=("$WHYNOT")
     WHYNOT="$(IFS=';'; echo "${why[*]}")"
     [ ${#why[@]} -eq 0 ]
 }

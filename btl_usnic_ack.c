@@ -590,10 +590,10 @@ static void rtt_sample(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
                        const opal_btl_usnic_send_seg_t *seg)
 {
     if (0 == seg->retries && !ep->timer.in_recovery && eng->now >= seg->sent_time) {
-        /* the congestion control's sample ends when the ACK reached the host,
-         * the timer's when we read it */
+        /* the congestion control's sample ends when the ACK reached the host
+         * (none if that is unknown), the timer's when we read it */
         uint64_t at = (0 != eng->arrival) ? eng->arrival : eng->now;
-        ep->timer.fresh_rtt = (at > seg->sent_time) ? at - seg->sent_time : 0;
+        ep->timer.fresh_rtt = (at > seg->sent_time && OPAL_BTL_USNIC_ARRIVAL_UNKNOWN != at) ? at - seg->sent_time : 0;
         floor_decay(eng, ep);
         ep->timer.rto = opal_btl_usnic_rtt_update(&ep->timer.srtt, &ep->timer.rttvar, eng->now - seg->sent_time,
                                                   ep->timer.rto_floor, eng->p.rto_max);

@@ -173,7 +173,7 @@ void opal_btl_usnic_ack_schedule(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
 
 unsigned opal_btl_usnic_ack_hold(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
 {
-    if (0 == ep->rx.last_arrival || eng->now < ep->rx.last_arrival) {
+    if (0 == ep->rx.last_arrival || eng->now < ep->rx.last_arrival) { /* OPAL_BTL_USNIC_ARRIVAL_UNKNOWN too */
         return OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN;
     }
     return opal_btl_usnic_ack_hold_encode(eng->now - ep->rx.last_arrival);

@@ -26,9 +26,11 @@
  * The signal.  An explicit ACK carries how long the receiver held it
  * after the data reached its host (btl_usnic_proto.h, the ACK's |hold|:
  * 4 us steps to 508 us, then 32 us steps; the socket wire's kernel
- * arrival stamps, recv.c's |arrival|); the sender removes
- * it from the RTT of the newest segment the ACK covers (sent once:
- * Karn's rule).  ACKs that ride on data have no hold (it would be the
+ * arrival stamps, recv.c's |arrival|, taken while bulk data flows); the
+ * sender removes it from the RTT of the newest segment the ACK covers
+ * (sent once: Karn's rule), the RTT ending when the ACK reached the host.
+ * An arrival the wire cannot vouch for (read after a gap, without a
+ * stamp) gives neither hold nor sample.  ACKs that ride on data have no hold (it would be the
  * application's think time) and give no delay sample.  The base RTT is
  * the least sample of the current and the previous 10 s epoch, so a
  * changed path is learned within 20 s.  The queueing delay of a sample

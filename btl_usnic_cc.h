@@ -119,6 +119,21 @@ bool opal_btl_usnic_cc_pace_ready(const opal_btl_usnic_cc_t *cc, const opal_btl_
 void opal_btl_usnic_cc_sent(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path, size_t len,
                             uint64_t now);
 
+/* Does the pacer hold datagrams back at all?  (no: the path showed no
+ * queue, and every datagram may leave at once, whatever its path) */
+static inline bool opal_btl_usnic_cc_pacing(const opal_btl_usnic_cc_t *cc)
+{
+    return cc->pacing;
+}
+
+/* opal_btl_usnic_cc_sent when the pacer does not hold back: the time is
+ * all it keeps (the per-datagram cost of a healthy path) */
+static inline void opal_btl_usnic_cc_sent_unpaced(opal_btl_usnic_cc_t *cc, uint64_t now)
+{
+    cc->tokens = 0.0;
+    cc->tokens_time = now;
+}
+
 /* When the pacer will let the next datagram out (us; |now| if it may now) */
 uint64_t opal_btl_usnic_cc_pace_time(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path,
                                      uint64_t now);

@@ -114,8 +114,9 @@ struct mca_btl_base_endpoint_t {
         opal_btl_usnic_seq_t prev_ack_sent; /* the value before it */
         uint64_t last_ack_time;          /* when last_ack_sent first left */
         uint64_t last_grant;             /* credit we granted with it (bytes of our charge) */
-        uint64_t last_arrival;           /* when a segment was last taken (0: never): explicit ACKs
-                                            say how long after it they left */
+        uint64_t last_arrival;           /* when a segment was last taken (0: never;
+                                            OPAL_BTL_USNIC_ARRIVAL_UNKNOWN): explicit ACKs say how
+                                            long after it they left */
         uint64_t charge_since_ack;       /* what the segments accepted since an ACK last left cost us */
         uint64_t active_epoch;           /* engine rx epoch in which it last sent us data, + 1 */
         uint64_t ack_due_tick;           /* send an explicit ACK at this tick ... */
@@ -240,9 +241,24 @@ static inline bool opal_btl_usnic_endpoint_cc_room(const opal_btl_usnic_endpoint
     if (ep->tx.in_flight_bytes + len > ep->cc.cwnd) {
         return false;
     }
+    if (!opal_btl_usnic_cc_pacing(&ep->cc)) {
+        return true;
+    }
     opal_btl_usnic_cc_path_t path;
     opal_btl_usnic_endpoint_cc_path(ep, &path);
     return opal_btl_usnic_cc_pace_ready(&ep->cc, &path, ep->eng->now);
+}
+
+/* A datagram of |len| bytes left for |ep|: its pacer takes the tokens */
+static inline void opal_btl_usnic_endpoint_cc_sent(opal_btl_usnic_endpoint_t *ep, size_t len)
+{
+    if (!opal_btl_usnic_cc_pacing(&ep->cc)) {
+        opal_btl_usnic_cc_sent_unpaced(&ep->cc, ep->eng->now);
+        return;
+    }
+    opal_btl_usnic_cc_path_t path;
+    opal_btl_usnic_endpoint_cc_path(ep, &path);
+    opal_btl_usnic_cc_sent(&ep->cc, &path, len, ep->eng->now);
 }
 
 /* Room for one more datagram of |len| bytes (header included): a sequence

@@ -189,6 +189,12 @@ typedef struct opal_btl_usnic_engine_params_t {
                                      endpoint up to this many in a row.  0 or 1: no batches */
 } opal_btl_usnic_engine_params_t;
 
+/* A received datagram's arrival that the wire cannot vouch for: it may
+ * have waited in the kernel for a while of unknown length (read after a
+ * gap in the polling, without a timestamp).  It gives no delay sample
+ * and no ACK hold: a guess would take the wait for the path's. */
+#define OPAL_BTL_USNIC_ARRIVAL_UNKNOWN UINT64_MAX
+
 typedef struct opal_btl_usnic_engine_t {
     opal_btl_usnic_engine_params_t p;
     const opal_btl_usnic_wire_ops_t *wire; /* downward */
@@ -239,7 +245,8 @@ typedef struct opal_btl_usnic_engine_t {
     opal_btl_usnic_endpoint_t *fast_deferred; /* whose datagram it took: bookkeeping owed */
     bool fast_in_upcall;          /* a datagram it took is with the PML right now */
     uint64_t arrival;             /* us: when the datagram being processed reached the host (its
-                                     wire's timestamp, else now); 0 outside a datagram */
+                                     wire's timestamp, else now, or OPAL_BTL_USNIC_ARRIVAL_UNKNOWN);
+                                     0 outside a datagram */
 
     opal_btl_usnic_stats_t stats;
 } opal_btl_usnic_engine_t;

@@ -287,9 +287,7 @@ int opal_btl_usnic_seg_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoin
     ep->tx.in_flight_charge += seg->charge;
     ep->tx.in_flight_bytes += seg->wire_len;
     if (eng->p.cc_enabled) {
-        opal_btl_usnic_cc_path_t path;
-        opal_btl_usnic_endpoint_cc_path(ep, &path);
-        opal_btl_usnic_cc_sent(&ep->cc, &path, seg->wire_len, eng->now);
+        opal_btl_usnic_endpoint_cc_sent(ep, seg->wire_len);
     }
     if (OPAL_BTL_USNIC_DATA_CHANNEL == channel) {
         ++ep->tx.data_unacked;

@@ -485,7 +485,8 @@ static bool segment_accept(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
         return false;
     }
     ep->rx.charge_since_ack += opal_btl_usnic_charge_of(&eng->p.rx_charge, datagram_len(hdr));
-    ep->rx.last_arrival = (0 != eng->arrival) ? eng->arrival : eng->now; /* explicit ACKs say how long after */
+    /* explicit ACKs say how long after (an unknown arrival: that they cannot) */
+    ep->rx.last_arrival = (0 != eng->arrival) ? eng->arrival : eng->now;
     deliver_held(eng, ep); /* it may have filled the hole fragments waited for */
     *ack_urgent_p = out_of_order || 0 != (hdr->flags & OPAL_BTL_USNIC_HDR_FLAG_ACK_SOON);
     return true;
@@ -520,9 +521,13 @@ static void recv_piece(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *
     recv_datagram(eng, &inner);
 }
 
-/* When |dg| reached the host: the wire's timestamp if it has a sane one */
+/* When |dg| reached the host: the wire's timestamp if it has a sane one,
+ * unknown if the wire says so */
 static uint64_t arrival_of(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_datagram_t *dg)
 {
+    if (OPAL_UNLIKELY(OPAL_BTL_USNIC_ARRIVAL_UNKNOWN == dg->arrival)) {
+        return OPAL_BTL_USNIC_ARRIVAL_UNKNOWN;
+    }
     return (0 != dg->arrival && dg->arrival <= eng->now) ? dg->arrival : eng->now;
 }
 

@@ -40,7 +40,8 @@ typedef struct opal_btl_usnic_datagram_t {
     int channel;
     uint64_t src;
     uint64_t arrival;   /* us on the engine's clock: when the host received it (the kernel's
-                           timestamp), before any wait for the process; 0 = unknown (now) */
+                           timestamp), before any wait for the process; 0 = read at once (now
+                           stands for it); OPAL_BTL_USNIC_ARRIVAL_UNKNOWN = it may have waited */
 } opal_btl_usnic_datagram_t;
 
 /* A datagram the wire drops before it can hand it up (OPAL_BTL_USNIC_DROP_*

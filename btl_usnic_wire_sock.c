@@ -84,6 +84,10 @@ static inline int sock_recvmmsg(int fd, struct mmsghdr *msgs, unsigned n, int fl
 #define SOCK_GRO_BUF 65536  /* the kernel coalesces at most 64 KiB into one receive */
 #define SOCK_TX_MSGS 64     /* datagrams one sendmmsg takes */
 #define SOCK_ICMP_RETRIES 2 /* sends again of a datagram refused for an earlier one's ICMP error */
+#define SOCK_STAMP_GAP 16   /* us a channel may go unpolled and its datagrams' arrival still be known */
+#define SOCK_STAMP_LINGER 50000 /* us arrival stamps stay on after the last batch */
+#define SOCK_STAMP_BATCH 4  /* datagrams to one peer in one call that make a batch (bulk data) */
+#define SOCK_STAMP_SETTLE 2000 /* us after stamps went on before the kernel surely takes them on arrival */
 
 /* A datagram taken by post, not yet with the kernel */
 typedef struct sock_tx_t {
@@ -108,7 +112,8 @@ typedef struct sock_channel_t {
     struct iovec *riovs;
     struct sockaddr_in *rsrcs;
     uint8_t *rctl;          /* one cmsg buffer per receive */
-    bool stamps;            /* the kernel timestamps our receives (SO_TIMESTAMPNS) */
+    uint64_t drained_at;    /* engine time before the last receive call that emptied it (see
+                               arrival stamps) */
 } sock_channel_t;
 
 /* a receive's control messages: the UDP_GRO segment size, the timestamp */
@@ -121,6 +126,10 @@ struct opal_btl_usnic_sock_state {
     uint8_t *fast_buf;      /* the fast path's receive buffer (priority channel) */
     int64_t clock_offset;   /* the real-time clock less the engine's (us), for kernel timestamps */
     uint64_t clock_offset_at; /* engine time it was read (0: never) */
+    bool stamps_able;       /* congestion control on, and the kernel gives arrival stamps */
+    bool stamping;          /* ... and they are on now (see stamps_follow_batches) */
+    uint64_t stamps_on_at;  /* engine time they went on */
+    uint64_t batch_at;      /* engine time a batch last went out or came in on the data channel */
 
     /* send scratch: one offload send or one sendmmsg */
     struct iovec iov[2 * SOCK_TX_MSGS];
@@ -322,6 +331,9 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
         return 0;
     }
     uint32_t n = same_peer_run(ch, SOCK_TX_MSGS);
+    if (n >= SOCK_STAMP_BATCH && OPAL_BTL_USNIC_DATA_CHANNEL == ch->index) {
+        st->batch_at = module->eng.now;
+    }
     opal_btl_usnic_gso_path_t *path = peer_path(ep);
     if (n > 1 && NULL != path && opal_btl_usnic_gso_path_on(path)) {
         uint32_t lens[SOCK_TX_MSGS];
@@ -524,11 +536,93 @@ static int64_t real_minus_mono(opal_btl_usnic_module_t *module)
     return st->clock_offset;
 }
 
+/* ----- arrival stamps -----
+ * The kernel's receive timestamps (SO_TIMESTAMPNS) tell the congestion
+ * control when a datagram reached the host, before any wait for this
+ * process: ACK holds and delay samples leave out a busy or descheduled
+ * process (btl_usnic_cc.c).  They cost every packet of the host a clock
+ * read and every receive a control message: 3-5 % of an 8-byte round
+ * trip on loopback, where nothing waits.  So they are on only while
+ * batches flow on the data channel (a send of SOCK_STAMP_BATCH datagrams
+ * or more to one peer, a receive call that finds as many, a coalesced
+ * run: bulk data, what the controller governs) and for
+ * SOCK_STAMP_LINGER after.  Without a stamp, a datagram
+ * read within SOCK_STAMP_GAP us of a call that emptied its channel
+ * arrived at most that long ago: the engine's time stands for it; after
+ * a longer gap its arrival is unknown (OPAL_BTL_USNIC_ARRIVAL_UNKNOWN),
+ * and it gives no delay sample and no ACK hold.  The kernel stamps on
+ * arrival only once some socket of the host wants stamps, and it learns
+ * that in deferred work; until then it stamps when we read.  So for
+ * SOCK_STAMP_SETTLE us after they went on, a stamp later than the start
+ * of its receive call counts as none (later, such a stamp is a datagram
+ * that came while the call ran). */
+
+/* Stamps on while batches flow, off SOCK_STAMP_LINGER us after */
+static void stamps_follow_batches(opal_btl_usnic_module_t *module)
+{
+    sock_state_t *st = module->sock;
+    bool want = st->stamps_able && module->eng.now - st->batch_at < SOCK_STAMP_LINGER;
+    if (OPAL_LIKELY(want == st->stamping)) {
+        return;
+    }
+    int v = want;
+    for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
+        if (0 != setsockopt(st->chan[c].fd, SOL_SOCKET, SO_TIMESTAMPNS, &v, sizeof(v))) {
+            opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPNS: %s)", module->if_name, strerror(errno));
+            st->stamps_able = false;
+        }
+    }
+    st->stamping = want && st->stamps_able;
+    st->stamps_on_at = module->eng.now;
+    OPAL_BTL_USNIC_STAT_INC(&module->eng, num_stamp_switches);
+}
+
+/* What one receive call knows of its datagrams' arrival */
+typedef struct sock_arrivals_t {
+    bool stamped;           /* the kernel's stamps are on */
+    bool settling;          /* ... since less than SOCK_STAMP_SETTLE */
+    int64_t clock_offset;   /* the clocks' offset, for them */
+    uint64_t called_at;     /* engine time before the call */
+    uint64_t unstamped;     /* the arrival of a datagram without a stamp: 0 (now) or unknown */
+} sock_arrivals_t;
+
+static sock_arrivals_t arrivals_before_call(opal_btl_usnic_module_t *module, const sock_channel_t *ch)
+{
+    bool stamped = module->sock->stamping;
+    /* with stamps, the clock itself: the pass's time may be older than
+     * stamps of datagrams that came while the pass did other work */
+    uint64_t now = stamped ? opal_btl_usnic_clock_usec() : module->eng.now;
+    sock_arrivals_t a = {.stamped = stamped, .settling = stamped && now - module->sock->stamps_on_at < SOCK_STAMP_SETTLE,
+                         .called_at = now,
+                         .unstamped = (module->sock->stamps_able && now - ch->drained_at > SOCK_STAMP_GAP)
+                                          ? OPAL_BTL_USNIC_ARRIVAL_UNKNOWN : 0};
+    a.clock_offset = stamped ? real_minus_mono(module) : 0;
+    return a;
+}
+
+static uint64_t arrival_in(struct msghdr *mh, const sock_arrivals_t *a)
+{
+    uint64_t at = a->stamped ? arrival_of(mh, a->clock_offset) : 0;
+    return (0 == at || (a->settling && at > a->called_at)) ? a->unstamped : at;
+}
+
+static uint64_t arrival_counted(opal_btl_usnic_module_t *module, struct msghdr *mh, const sock_arrivals_t *a)
+{
+    uint64_t at = arrival_in(mh, a);
+    if (OPAL_UNLIKELY(OPAL_BTL_USNIC_ARRIVAL_UNKNOWN == at)) {
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_unknown_arrivals);
+    } else if (0 != at) {
+        OPAL_BTL_USNIC_STAT_INC(&module->eng, num_stamped_recvs);
+    }
+    return at;
+}
+
 /* One receive (a datagram, or a coalesced run of them from one peer) */
-static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i, size_t len, int64_t clock_offset)
+static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i, size_t len,
+                     const sock_arrivals_t *arrivals)
 {
     struct msghdr *mh = &ch->rmsgs[i].msg_hdr;
-    uint64_t arrival = ch->stamps ? arrival_of(mh, clock_offset) : 0;
+    uint64_t arrival = arrival_counted(module, mh, arrivals);
     uint8_t *buf = (uint8_t *) ch->riovs[i].iov_base;
     uint64_t src = addr_of(&ch->rsrcs[i]);
     size_t stored = (len < ch->rbuf_size) ? len : ch->rbuf_size;
@@ -545,6 +639,7 @@ static void recv_one(opal_btl_usnic_module_t *module, sock_channel_t *ch, int i,
         }
     }
     if (n > 1) {
+        module->sock->batch_at = module->eng.now; /* only bulk data is sent segmented */
         OPAL_BTL_USNIC_STAT_INC(&module->eng, num_gro_recvs);
         OPAL_BTL_USNIC_STAT_ADD(&module->eng, num_gro_segs, n);
     }
@@ -559,9 +654,10 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
 {
     int count = 0;
     for (int call = 0; call < SOCK_RX_CALLS; ++call) {
+        sock_arrivals_t arrivals = arrivals_before_call(module, ch);
         for (int i = 0; i < SOCK_RX_MSGS; ++i) {
             ch->rmsgs[i].msg_hdr.msg_namelen = sizeof(ch->rsrcs[i]);
-            ch->rmsgs[i].msg_hdr.msg_controllen = (ch->gro || ch->stamps) ? SOCK_CTL_SPACE : 0;
+            ch->rmsgs[i].msg_hdr.msg_controllen = (ch->gro || arrivals.stamped) ? SOCK_CTL_SPACE : 0;
             ch->rmsgs[i].msg_hdr.msg_flags = 0;
         }
         /* MSG_TRUNC: msg_len says the real length, so a datagram longer
@@ -572,16 +668,20 @@ static int chan_poll(opal_btl_usnic_module_t *module, sock_channel_t *ch)
                 OPAL_BTL_USNIC_STAT_INC(&module->eng, num_recv_errors); /* an ICMP error of our sends */
                 continue;
             }
+            ch->drained_at = arrivals.called_at;
             break;
+        }
+        if (n >= SOCK_STAMP_BATCH && OPAL_BTL_USNIC_DATA_CHANNEL == ch->index) {
+            module->sock->batch_at = arrivals.called_at;
         }
         /* the clock moves within a long pass (ACK holds, btl_usnic_cc.c) */
         opal_btl_usnic_engine_set_time(&module->eng, opal_btl_usnic_clock_usec());
-        int64_t clock_offset = ch->stamps ? real_minus_mono(module) : 0;
         for (int i = 0; i < n; ++i) {
-            recv_one(module, ch, i, ch->rmsgs[i].msg_len, clock_offset);
+            recv_one(module, ch, i, ch->rmsgs[i].msg_len, &arrivals);
         }
         count += n;
         if (n < SOCK_RX_MSGS) {
+            ch->drained_at = arrivals.called_at;
             break;
         }
     }
@@ -597,18 +697,24 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
     if (!opal_btl_usnic_recv_fast_ready(&module->eng)) {
         return false;
     }
+    stamps_follow_batches(module);
     struct sockaddr_in sin;
     uint8_t ctl[CMSG_SPACE(sizeof(struct timespec))];
     struct iovec iov = {.iov_base = st->fast_buf, .iov_len = ch->mtu + 1};
+    sock_arrivals_t arrivals = arrivals_before_call(module, ch);
     struct msghdr mh = {.msg_name = &sin, .msg_namelen = sizeof(sin), .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = ch->stamps ? ctl : NULL, .msg_controllen = ch->stamps ? sizeof(ctl) : 0};
+                        .msg_control = arrivals.stamped ? ctl : NULL,
+                        .msg_controllen = arrivals.stamped ? sizeof(ctl) : 0};
     ssize_t len = sock_recvmsg(ch->fd, &mh, MSG_DONTWAIT | MSG_TRUNC);
     if (len < 0) {
         module->prio_found_empty = (EAGAIN == errno || EWOULDBLOCK == errno);
+        if (module->prio_found_empty) {
+            ch->drained_at = arrivals.called_at;
+        }
         return false;
     }
     uint64_t src = addr_of(&sin);
-    uint64_t arrival = (mh.msg_controllen > 0) ? arrival_of(&mh, real_minus_mono(module)) : 0;
+    uint64_t arrival = arrival_counted(module, &mh, &arrivals);
     if ((size_t) len > ch->mtu) {
         recv_datagram(module, ch, st->fast_buf, (size_t) len, src, arrival); /* counts it */
         return false;
@@ -630,6 +736,7 @@ static int sock_progress(opal_btl_usnic_module_t *module)
     sock_state_t *st = module->sock;
     (void) opal_btl_usnic_recv_fast_finish(&module->eng);
     sock_flush(&module->eng); /* what the kernel did not take last time */
+    stamps_follow_batches(module);
     int count = 0;
     if (!module->prio_found_empty) {
         count += chan_poll(module, &st->chan[OPAL_BTL_USNIC_PRIORITY_CHANNEL]);
@@ -819,13 +926,10 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
     if (want_gro && !ch->gro) {
         opal_btl_usnic_verbose(5, "%s: no coalesced receives (UDP_GRO: %s)", module->if_name, strerror(errno));
     }
-    /* arrival times: an explicit ACK's hold counts the time a busy or
-     * descheduled receiver took to read the data, and the sender's sample
-     * ends when the ACK reached the host, not when a long pass of posting
-     * let us read it; the congestion control's delay samples leave both
-     * out (the clocks' offset is read at most every 100 ms: reading it per
-     * datagram cost the 8-byte round trip a fifth on loopback) */
-    ch->stamps = comp->congestion_control && 0 == setsockopt(ch->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+    /* arrival stamps (see stamps_follow_batches) */
+    if (!comp->congestion_control || 0 != setsockopt(ch->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one))) {
+        module->sock->stamps_able = false;
+    }
     struct sockaddr_in sin;
     socklen_t len = sizeof(sin);
     if (0 != getsockname(ch->fd, (struct sockaddr *) &sin, &len)) {
@@ -992,11 +1096,17 @@ static int sock_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_devic
     if (OPAL_SUCCESS != rc) {
         return rc;
     }
+    st->stamps_able = true; /* unless a channel cannot have them */
     /* the priority channel as deep as the data channel: tiny messages
      * land there, as many in flight as the grants allow */
     if (OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_PRIORITY_CHANNEL, c->sock_rcvbuf, false)) ||
         OPAL_SUCCESS != (rc = chan_open(module, OPAL_BTL_USNIC_DATA_CHANNEL, c->sock_rcvbuf, c->sock_gro))) {
         return rc;
+    }
+    st->stamping = st->stamps_able; /* on from the start, off after the first pass without batches */
+    if (c->congestion_control && !st->stamps_able) {
+        opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPNS refused): the congestion control's "
+                               "delay samples keep only what was read at once", module->if_name);
     }
     st->gso = probe_gso(module, st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].fd);
     sock_caps(module);

@@ -233,6 +233,7 @@ run_suite "dgcheck test provider (usnic contract: registered memory, prefix, sma
 # The socket wire's own cases, then suites again over the libfabric wire
 run_suite "socket wire: segmentation offload failing at run time (LD_PRELOAD shim)" \
     bash "$ROOT/test/faults/run-gso-fallback-test.sh"
+run_suite "socket wire: arrival stamps only while bulk data flows" bash "$ROOT/test/faults/run-stamps-test.sh"
 run_suite "socket wire: two hosts over veth, MTU 1500, GSO cut in software, GRO" \
     env USNIC_WIRE=socket HOSTS_MTU=1500 HOSTS_GSO=soft bash "$ROOT/test/hosts/run-host-tests.sh"
 run_suite "socket wire: two hosts over veth, MTU 9000, GSO cut in software, GRO" \

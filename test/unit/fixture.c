@@ -422,27 +422,39 @@ void fx_seal(fx_t *fx, uint8_t *buf, size_t len, uint32_t sender, uint64_t nonce
     opal_btl_usnic_mac_clear(&m);
 }
 
-void fx_recv_raw(fx_t *fx, const void *buf, size_t len)
+static void recv_raw_at(fx_t *fx, const void *buf, size_t len, uint64_t arrival)
 {
     /* The engine may keep nothing past the call: hand it a private copy
      * that is scribbled over afterwards */
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now); /* the module polls its CQs after setting the time */
-    fx_hand_up(&fx->eng, copy, len);
+    const opal_btl_usnic_datagram_t dg = {.buf = copy, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL,
+                                          .arrival = arrival};
+    opal_btl_usnic_recv_segment(&fx->eng, &dg);
     memset(copy, 0xdd, len);
     free(copy);
 }
 
-void fx_recv(fx_t *fx, const void *buf, size_t len)
+void fx_recv_raw(fx_t *fx, const void *buf, size_t len)
+{
+    recv_raw_at(fx, buf, len, 0);
+}
+
+void fx_recv_at(fx_t *fx, const void *buf, size_t len, uint64_t arrival)
 {
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     if (OPAL_BTL_USNIC_PROTECT_NONE != fx->eng.p.protect && len >= sizeof(opal_btl_usnic_hdr_t)) {
         fx_seal(fx, copy, len, (uint32_t) opal_btl_usnic_host64(((opal_btl_usnic_hdr_t *) copy)->sender), ++fx->seal_nonce);
     }
-    fx_recv_raw(fx, copy, len);
+    recv_raw_at(fx, copy, len, arrival);
     free(copy);
+}
+
+void fx_recv(fx_t *fx, const void *buf, size_t len)
+{
+    fx_recv_at(fx, buf, len, 0);
 }
 
 /* ----- segment builders ----- */

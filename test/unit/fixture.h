@@ -199,6 +199,9 @@ uint64_t fx_true_next_deadline(fx_t *fx, bool with_peer_timeout);
  * that sender toward us, see fx_key) when the engine protects and the
  * sender is known, so that tests of the protocol need not care */
 void fx_recv(fx_t *fx, const void *buf, size_t len);
+/* The same, the wire saying it arrived at |arrival| (a kernel stamp, 0:
+ * read at once, OPAL_BTL_USNIC_ARRIVAL_UNKNOWN: it may have waited) */
+void fx_recv_at(fx_t *fx, const void *buf, size_t len, uint64_t arrival);
 /* ... as it is: forged, replayed or another job's datagrams */
 void fx_recv_raw(fx_t *fx, const void *buf, size_t len);
 /* Seal |len| bytes at |buf| from |sender| to |fx| with nonce |nonce| (what

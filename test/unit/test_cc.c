@@ -412,9 +412,52 @@ static void test_hold_is_removed_from_the_sample(void)
     fx_fini(&fx);
 }
 
+/* The socket wire stamps arrivals only while batches flow; a datagram
+ * it read after a gap without a stamp has an unknown arrival: its ACK
+ * hold is unknown (the receiver's side) and an ACK so read gives no delay
+ * sample (the sender's), while a stamped one counts from its stamp */
+static void test_unknown_arrival_gives_no_hold_nor_sample(void)
+{
+    fx_t fx;
+    opal_btl_usnic_endpoint_t *ep;
+    cc_fixture(&fx, &ep);
+    uint8_t buf[FX_MTU];
+    /* the receiver's side */
+    fx_set_time(&fx, 10000);
+    uint32_t seq = PEER_ISN;
+    fx_recv_at(&fx, buf, fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq)), fx.now - 200);
+    CHECK_EQ_U(ep->rx.last_arrival, fx.now - 200);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 50); /* 200 us in 4-us steps */
+    seq = PEER_ISN + 1;
+    fx_recv_at(&fx, buf, fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq)), OPAL_BTL_USNIC_ARRIVAL_UNKNOWN);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
+    fx_set_time(&fx, fx.now + 30);
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
+    seq = PEER_ISN + 2;
+    fx_recv_at(&fx, buf, fx_build_frag(buf, PEER, seq, 3, &seq, sizeof(seq)), 0); /* read at once */
+    CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 0);
+    /* the sender's side: an ACK of unknown arrival gives no sample ... */
+    fx_set_time(&fx, 20000);
+    CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, NULL), 1);
+    fx_set_time(&fx, fx.now + 900);
+    fx_recv_at(&fx, buf, fx_build_ack(buf, PEER, ISN), OPAL_BTL_USNIC_ARRIVAL_UNKNOWN);
+    CHECK_EQ_U(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ_U(ep->cc.base_rtt, 0);
+    CHECK(0 != ep->timer.srtt); /* the retransmit timer's sample ends when we read it */
+    /* ... a stamped one gives its own, not when we read it */
+    CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, NULL), 1);
+    uint64_t sent = fx.now;
+    fx_set_time(&fx, fx.now + 900);
+    fx_recv_at(&fx, buf, fx_build_ack(buf, PEER, ISN + 1), sent + 150);
+    CHECK_EQ_U(ep->cc.base_rtt, 150);
+    fx_ep_free(&fx, ep);
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_rising_delay_cuts_once_per_round_trip), UNIT_TEST(test_delay_spike_is_not_a_queue),
           UNIT_TEST(test_loss_cuts_once_per_round_trip),
           UNIT_TEST(test_recovers_full_rate_on_an_idle_path), UNIT_TEST(test_grows_only_while_in_use_and_unqueued),
           UNIT_TEST(test_slow_start_doubles_until_the_first_queue), UNIT_TEST(test_loss_mode_beside_a_queue_others_fill),
           UNIT_TEST(test_pacing_follows_the_queue), UNIT_TEST(test_pacing_intervals), UNIT_TEST(test_window_is_the_smaller_of_grant_and_cwnd),
-          UNIT_TEST(test_paced_endpoint_waits_in_progress), UNIT_TEST(test_hold_is_removed_from_the_sample))
+          UNIT_TEST(test_paced_endpoint_waits_in_progress), UNIT_TEST(test_hold_is_removed_from_the_sample),
+          UNIT_TEST(test_unknown_arrival_gives_no_hold_nor_sample))

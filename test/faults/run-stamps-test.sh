@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+#
+# run-stamps-test.sh - the socket wire's arrival stamps follow bulk data.
+#
+# The kernel's receive timestamps (SO_TIMESTAMPNS) give the congestion
+# control the arrival of a datagram before any wait for the process
+# (btl_usnic_wire_sock.c, "arrival stamps"); they cost every receive, so
+# the wire turns them on only while batches flow and off 50 ms after.
+# 2 ranks on loopback (--mca btl_usnic_stats 3600: each rank's final
+# counters), test/faults/stamps.c (every byte checked):
+#   - an 8-byte ping-pong, 20000 round trips: no batches, so (nearly) no
+#     receive takes a stamp: stamped_recvs at most 1 % of total_recvs on
+#     each rank
+#   - a stream of 200 messages of 1 MiB: the receiver's data and the
+#     sender's ACKs are stamped: on the receiver stamped_recvs at least
+#     half of total_recvs, on the sender more than none, and each rank
+#     switched them on (stamp_switches >= 2: off at the first pass, on
+#     with the first batch)
+#   - the same stream with btl_usnic_congestion_control 0: nothing uses
+#     arrivals, so stamp_switches, stamped_recvs and unknown_arrivals are
+#     0 on both ranks
+# The ofi wire has no such stamps: under USNIC_WIRE=ofi every check is
+# NOT RUN.  About 10 s.
+#
+# Environment: FAULT_TEST_BUILD_DIR (build and logs; default
+# test/faults/build/<series>), USNIC_WIRE (test/lib.sh).
+
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/../lib.sh"  # series_dir, WIRE_ARGS, print_wire
+BUILD=${FAULT_TEST_BUILD_DIR:-$(series_dir "$HERE/build")}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$HERE/../report.sh"
+print_wire
+mkdir -p "$BUILD/logs"
+
+CASES=("ping-pong takes no stamps" "a stream takes stamps on both ranks" "controller off: no stamps at all")
+if [[ "${USNIC_WIRE:-}" == ofi ]]; then
+    for c in "${CASES[@]}"; do not_run "$c" "arrival stamps are the socket wire's (USNIC_WIRE=ofi)"; done
+    finish
+fi
+if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/stamps" "$HERE/stamps.c" > "$BUILD/logs/stamps-build.log" 2>&1; then
+    fail "build stamps" "mpicc failed" "$BUILD/logs/stamps-build.log"
+    finish
+fi
+
+# run NAME MODE N [MPIRUN ARGS...]: one job; LOG, RC, and per rank R the
+# counters S_SWITCH[R], S_STAMPED[R], S_UNKNOWN[R], S_TOTAL[R] (0 when absent)
+run() {
+    LOG=$BUILD/logs/stamps-$1.log
+    local mode=$2 n=$3
+    shift 3
+    timeout 120 mpirun --allow-run-as-root -np 2 --bind-to none --mca pml ob1 --mca btl usnic,self \
+        --mca btl_usnic_if_include lo --mca btl_usnic_stats 3600 ${WIRE_ARGS[@]+"${WIRE_ARGS[@]}"} "$@" \
+        "$BUILD/stamps" "$mode" "$n" > "$LOG" 2>&1
+    RC=$?
+    for r in 0 1; do
+        local line
+        line=$(grep 'final stats' "$LOG" | grep -v ' peer ' | grep " rank $r ")
+        S_SWITCH[r]=$(counter "$line" stamp_switches)
+        S_STAMPED[r]=$(counter "$line" stamped_recvs)
+        S_UNKNOWN[r]=$(counter "$line" unknown_arrivals)
+        S_TOTAL[r]=$(counter "$line" total_recvs)
+    done
+    grep -q '^PASS stamps' "$LOG" && [[ $RC -eq 0 ]] && [[ $(grep -c 'final stats' "$LOG") -ge 2 ]]
+}
+counter() { grep -oE " $2=[0-9]+" <<< "$1" | cut -d= -f2 | awk '{v = $1} END {print v + 0}'; }
+said() { echo "rank 0: switches ${S_SWITCH[0]} stamped ${S_STAMPED[0]} unknown ${S_UNKNOWN[0]} of ${S_TOTAL[0]}; rank 1: switches ${S_SWITCH[1]} stamped ${S_STAMPED[1]} unknown ${S_UNKNOWN[1]} of ${S_TOTAL[1]}"; }
+
+if ! run pingpong pingpong 20000; then
+    fail "${CASES[0]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ ${S_TOTAL[0]} -lt 20000 || ${S_TOTAL[1]} -lt 20000 ]]; then
+    fail "${CASES[0]}" "fewer receives than round trips: $(said)" "$LOG"
+elif [[ $((S_STAMPED[0] * 100)) -gt ${S_TOTAL[0]} || $((S_STAMPED[1] * 100)) -gt ${S_TOTAL[1]} ]]; then
+    fail "${CASES[0]}" "more than 1 % of the receives stamped: $(said)" "$LOG"
+else
+    ok "${CASES[0]}: $(said)"
+fi
+
+if ! run stream stream 200; then
+    fail "${CASES[1]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ $((S_STAMPED[1] * 2)) -lt ${S_TOTAL[1]} || ${S_STAMPED[0]} -eq 0 || ${S_SWITCH[0]} -lt 2 || ${S_SWITCH[1]} -lt 2 ]]; then
+    fail "${CASES[1]}" "want the receiver's receives half stamped at least, the sender's some, both switched on: $(said)" "$LOG"
+else
+    ok "${CASES[1]}: $(said)"
+fi
+
+if ! run nocc stream 50 --mca btl_usnic_congestion_control 0; then
+    fail "${CASES[2]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ $((S_SWITCH[0] + S_SWITCH[1] + S_STAMPED[0] + S_STAMPED[1] + S_UNKNOWN[0] + S_UNKNOWN[1])) -ne 0 ]]; then
+    fail "${CASES[2]}" "$(said)" "$LOG"
+else
+    ok "${CASES[2]}: $(said)"
+fi
+finish

@@ -448,6 +448,13 @@ int opal_btl_usnic_post_unacked(opal_btl_usnic_engine_t *eng, opal_btl_usnic_end
     return OPAL_SUCCESS;
 }
 
+void opal_btl_usnic_seg_leaves(opal_btl_usnic_send_seg_t *seg, uint64_t when)
+{
+    if (when > seg->sent_time) {
+        seg->sent_time = when;
+    }
+}
+
 void opal_btl_usnic_seg_send_complete(opal_btl_usnic_engine_t *eng, opal_btl_usnic_send_seg_t *seg)
 {
     seg->flags &= ~OPAL_BTL_USNIC_SEG_FLAG_POSTED;

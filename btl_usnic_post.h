@@ -45,6 +45,15 @@ int opal_btl_usnic_resends_post(opal_btl_usnic_engine_t *eng);
 void opal_btl_usnic_endpoint_enqueue_frag(opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag);
 
 /**
+ * The wire hands |seg| to the network only now, at |when| (us), later
+ * than it was posted (it queued it for a batch): its round trip starts
+ * here, so that the delay samples of the congestion control do not take
+ * a long pass of posting, or a process descheduled in it, for a queue on
+ * the path.  A time before the one it has changes nothing.
+ */
+void opal_btl_usnic_seg_leaves(opal_btl_usnic_send_seg_t *seg, uint64_t when);
+
+/**
  * The provider released |seg|'s buffer.  Returns a channel credit and
  * recycles the segment if it is also ACKed.
  */

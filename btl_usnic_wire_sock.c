@@ -334,6 +334,14 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
     if (n >= SOCK_STAMP_BATCH && OPAL_BTL_USNIC_DATA_CHANNEL == ch->index) {
         st->batch_at = module->eng.now;
     }
+    if (st->stamping) {
+        /* bulk data: the round trips start now, not when the pass began
+         * (one clock read per send call, only while stamps are on) */
+        uint64_t now = opal_btl_usnic_clock_usec();
+        for (uint32_t i = 0; i < n; ++i) {
+            opal_btl_usnic_seg_leaves(tx_at(ch, i)->seg, now);
+        }
+    }
     opal_btl_usnic_gso_path_t *path = peer_path(ep);
     if (n > 1 && NULL != path && opal_btl_usnic_gso_path_on(path)) {
         uint32_t lens[SOCK_TX_MSGS];

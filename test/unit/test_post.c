@@ -5,8 +5,8 @@
  * list (at most max(max_resends_per_iteration, batch_segs) per pass, only
  * while data credits last, back-pressure), explicit ACKs (the debt is
  * paid only by a post that really left, an ACK waits for a priority
- * credit, a completion inside the post), and the goodbye (BYE, the final
- * ACK).
+ * credit, a completion inside the post), the goodbye (BYE, the final
+ * ACK), and a segment's round trip starting when the wire sends it.
  */
 #include "ack_sched.h"
 #include "fixture.h"
@@ -269,7 +269,35 @@ static void test_nonces_spent_fail_the_peer(void)
     fx_fini(&fx);
 }
 
+/* A segment the wire queued and sent later: its round trip (the delay
+ * sample of the congestion control) starts when it left, never earlier */
+static void test_round_trip_starts_when_the_segment_leaves(void)
+{
+    opal_btl_usnic_engine_params_t p;
+    fx_params_default(&p);
+    p.cc_enabled = true;
+    fx_t fx;
+    fx_init(&fx, &p);
+    fx.complete_on_post = true;
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 64, ISN, PEER_ISN);
+    fx_set_time(&fx, 1000);
+    opal_btl_usnic_send_seg_t *seg = NULL;
+    CHECK_EQ_U(fx_send_tiny(&fx, ep, 1, &seg), 1);
+    CHECK_EQ_U(seg->sent_time, 1000);
+    opal_btl_usnic_seg_leaves(seg, 1400);
+    CHECK_EQ_U(seg->sent_time, 1400);
+    opal_btl_usnic_seg_leaves(seg, 1200); /* never back */
+    CHECK_EQ_U(seg->sent_time, 1400);
+    fx_set_time(&fx, 1900);
+    uint8_t buf[FX_MTU];
+    fx_recv(&fx, buf, fx_build_ack(buf, PEER, ISN)); /* hold 0 */
+    CHECK_EQ_U(opal_btl_usnic_endpoint_in_flight(ep), 0);
+    CHECK_EQ_U(ep->cc.base_rtt, 500);
+    fx_ep_free(&fx, ep);
+    fx_fini(&fx);
+}
+
 UNIT_MAIN(UNIT_TEST(test_max_resends_per_iteration), UNIT_TEST(test_resend_credit_and_backpressure),
           UNIT_TEST(test_ack_piggyback_not_paid_on_backpressure), UNIT_TEST(test_ack_waits_for_priority_credit),
           UNIT_TEST(test_completion_inside_post), UNIT_TEST(test_bye_send_is_final_ack),
-          UNIT_TEST(test_nonces_spent_fail_the_peer))
+          UNIT_TEST(test_nonces_spent_fail_the_peer), UNIT_TEST(test_round_trip_starts_when_the_segment_leaves))

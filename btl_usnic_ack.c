@@ -348,11 +348,12 @@ void opal_btl_usnic_ack_hold_taken(opal_btl_usnic_engine_t *eng, opal_btl_usnic_
 {
     uint64_t rtt = ep->timer.fresh_rtt;
     ep->timer.fresh_rtt = 0;
-    if (!eng->p.cc_enabled || 0 == rtt || hold >= OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN) {
+    if (!eng->p.cc_enabled || hold >= OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN) {
         return;
     }
     uint64_t held = opal_btl_usnic_ack_hold_decode((uint8_t) hold);
-    if (held >= OPAL_BTL_USNIC_CC_MAX_HOLD_USEC || held >= rtt) {
+    opal_btl_usnic_cc_hold(&ep->cc, held, eng->now); /* how long the receiver is away, sample or not */
+    if (0 == rtt || held >= OPAL_BTL_USNIC_CC_MAX_HOLD_USEC || held >= rtt) {
         return; /* the receiver was away: what is left is mostly the error of two clocks */
     }
     opal_btl_usnic_cc_path_t path;

@@ -34,6 +34,8 @@
 #define OPAL_BTL_USNIC_CC_DRAINED_ROUNDS 2
 /* How long a minimum RTT stands (us) before newer samples replace it */
 #define OPAL_BTL_USNIC_CC_BASE_EPOCH_USEC 10000000ull
+/* How long the longest absence a receiver reported stands (us) */
+#define OPAL_BTL_USNIC_CC_AWAY_EPOCH_USEC 1000000ull
 
 typedef enum {
     OPAL_BTL_USNIC_CC_NONE = 0,
@@ -67,6 +69,9 @@ typedef struct opal_btl_usnic_cc_t {
     uint64_t round_cwnd;        /* the window when the current round began */
     uint64_t queue_cwnd;        /* the window when the first of those rounds began */
     bool pacing;                /* the path showed a queue: sends are paced (until a round trip without) */
+    uint64_t away;              /* us: the longest hold the receiver reported in this away epoch and the last */
+    uint64_t away_epoch_max;    /* ... in this one */
+    uint64_t away_epoch_start;
     double tokens;              /* pacing: bytes that may leave now (negative: owed) */
     uint64_t tokens_time;       /* when tokens were last refilled */
 } opal_btl_usnic_cc_t;
@@ -78,6 +83,7 @@ typedef struct opal_btl_usnic_cc_path_t {
     size_t mss;                 /* bytes of the path's largest datagram now */
     uint64_t max_window;        /* bytes: the most the window may grow to (the sequence window's worth) */
     size_t burst;               /* bytes that may leave back to back (one segmentation-offload batch) */
+    uint64_t in_flight;         /* bytes un-ACKed now */
 } opal_btl_usnic_cc_path_t;
 
 /* A new path: |initial| bytes of window, in slow start */
@@ -92,6 +98,15 @@ opal_btl_usnic_cc_event_t opal_btl_usnic_cc_delay(opal_btl_usnic_cc_t *cc, const
  * the window grows if the path shows no queue and the window was in use */
 void opal_btl_usnic_cc_acked(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path, uint64_t acked,
                              uint64_t in_flight);
+
+/* The receiver held an ACK |held| us after the data reached its host
+ * (any hold it reports, a sample or not): how long it was away */
+void opal_btl_usnic_cc_hold(opal_btl_usnic_cc_t *cc, uint64_t held, uint64_t now);
+
+/* Bytes that may be un-ACKed: the window, and while the sends are paced
+ * what the pacer lets out while the receiver is away (see the design
+ * notes: data that waits in the receiver's host is not in the path) */
+uint64_t opal_btl_usnic_cc_limit(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path);
 
 /* A loss was detected (a hole the receiver reported, or a timeout):
  * returns OPAL_BTL_USNIC_CC_CUT_LOSS if the window was cut (at most once

@@ -230,6 +230,7 @@ static inline void opal_btl_usnic_endpoint_cc_path(const opal_btl_usnic_endpoint
     path->srtt = ep->timer.srtt;
     path->mss = mss;
     path->max_window = (uint64_t) ep->window * mss;
+    path->in_flight = ep->tx.in_flight_bytes;
     path->burst = (batch > OPAL_BTL_USNIC_CC_MAX_BURST && mss < OPAL_BTL_USNIC_CC_MAX_BURST) ? OPAL_BTL_USNIC_CC_MAX_BURST
                                                                                           : batch;
 }
@@ -238,15 +239,13 @@ static inline void opal_btl_usnic_endpoint_cc_path(const opal_btl_usnic_endpoint
  * pacer lets one out now */
 static inline bool opal_btl_usnic_endpoint_cc_room(const opal_btl_usnic_endpoint_t *ep, size_t len)
 {
-    if (ep->tx.in_flight_bytes + len > ep->cc.cwnd) {
-        return false;
-    }
     if (!opal_btl_usnic_cc_pacing(&ep->cc)) {
-        return true;
+        return ep->tx.in_flight_bytes + len <= ep->cc.cwnd;
     }
     opal_btl_usnic_cc_path_t path;
     opal_btl_usnic_endpoint_cc_path(ep, &path);
-    return opal_btl_usnic_cc_pace_ready(&ep->cc, &path, ep->eng->now);
+    return ep->tx.in_flight_bytes + len <= opal_btl_usnic_cc_limit(&ep->cc, &path) &&
+           opal_btl_usnic_cc_pace_ready(&ep->cc, &path, ep->eng->now);
 }
 
 /* A datagram of |len| bytes left for |ep|: its pacer takes the tokens */

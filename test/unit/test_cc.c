@@ -8,7 +8,9 @@
  * pacing intervals.  Then in the engine: the window is the smaller of
  * the congestion window and the receiver's grant, a paced endpoint waits
  * for its time in the progress pass, and the ACK's hold is removed from
- * the delay sample.
+ * the delay sample.  The allowance for a receiver that goes away: paced
+ * sends go on beyond the window at the window's rate, for as long as the
+ * receiver's longest recent absence.
  */
 #include "fixture.h"
 #include "unit.h"
@@ -397,6 +399,10 @@ static void test_hold_is_removed_from_the_sample(void)
     CHECK(opal_btl_usnic_handle_ack_info(&fx.eng, ep, ISN + 3, 1000, 0, true));
     opal_btl_usnic_ack_hold_taken(&fx.eng, ep, OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
     CHECK_EQ_U(ep->cc.base_rtt, 500);
+    /* every known hold, a sample or not, says how long the receiver was away */
+    CHECK_EQ_U(ep->cc.away, 576);
+    opal_btl_usnic_ack_hold_taken(&fx.eng, ep, opal_btl_usnic_ack_hold_encode(3000)); /* no fresh RTT */
+    CHECK_EQ_U(ep->cc.away, 2976);
     /* the receiver's side: the hold of an ACK is counted from the last arrival */
     ep->rx.last_arrival = fx.now - 80;
     CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), 20);
@@ -410,6 +416,47 @@ static void test_hold_is_removed_from_the_sample(void)
     CHECK_EQ_U(opal_btl_usnic_ack_hold(&fx.eng, ep), OPAL_BTL_USNIC_ACK_HOLD_UNKNOWN);
     fx_ep_free(&fx, ep);
     fx_fini(&fx);
+}
+
+/* While the receiver is away its host takes the data (it is not in the
+ * path): paced sends may go beyond the window by what the window's rate
+ * lets out in the receiver's longest reported absence of the last one to
+ * two seconds, at the window's rate (no gain), never past the sequence
+ * window; unpaced sends, or without absences, stop at the window */
+static void test_receiver_away_allowance(void)
+{
+    opal_btl_usnic_cc_path_t p = path_of();
+    p.max_window = 1000 * MSS;
+    uint64_t now = 0;
+    opal_btl_usnic_cc_t cc = steady(20 * MSS, now);
+    opal_btl_usnic_cc_hold(&cc, 2000, now);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), 20 * MSS); /* not paced: the window */
+    now += SRTT;
+    CHECK_EQ(opal_btl_usnic_cc_loss(&cc, &p, now), OPAL_BTL_USNIC_CC_CUT_LOSS); /* paced from here */
+    uint64_t w = cc.cwnd;
+    CHECK_EQ_U(w, 14 * MSS);
+    /* the pacer's round trip: srtt, at most base + target (1300 us) */
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 2000 / SRTT);
+    p.in_flight = w - 1;
+    double inside = opal_btl_usnic_cc_rate(&cc, &p);
+    p.in_flight = w;
+    double beyond = opal_btl_usnic_cc_rate(&cc, &p);
+    CHECK(inside > 1.2 * (double) w / SRTT && inside < 1.3 * (double) w / SRTT);
+    CHECK(beyond > 0.99 * (double) w / SRTT && beyond < 1.01 * (double) w / SRTT);
+    /* the longest absence of this epoch or the last stands */
+    opal_btl_usnic_cc_hold(&cc, 300, now + 100);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 2000 / SRTT);
+    opal_btl_usnic_cc_hold(&cc, 300, OPAL_BTL_USNIC_CC_AWAY_EPOCH_USEC + 10);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 2000 / SRTT);
+    opal_btl_usnic_cc_hold(&cc, 100, 2 * OPAL_BTL_USNIC_CC_AWAY_EPOCH_USEC + 20);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 300 / SRTT);
+    /* never past the sequence window */
+    opal_btl_usnic_cc_hold(&cc, 4576, 2 * OPAL_BTL_USNIC_CC_AWAY_EPOCH_USEC + 30);
+    p.max_window = 40 * MSS;
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), 40 * MSS);
+    /* a path without a round trip yet is not paced: the window */
+    p.srtt = 0;
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w);
 }
 
 /* The socket wire stamps arrivals only while batches flow; a datagram
@@ -460,4 +507,4 @@ UNIT_MAIN(UNIT_TEST(test_rising_delay_cuts_once_per_round_trip), UNIT_TEST(test_
           UNIT_TEST(test_slow_start_doubles_until_the_first_queue), UNIT_TEST(test_loss_mode_beside_a_queue_others_fill),
           UNIT_TEST(test_pacing_follows_the_queue), UNIT_TEST(test_pacing_intervals), UNIT_TEST(test_window_is_the_smaller_of_grant_and_cwnd),
           UNIT_TEST(test_paced_endpoint_waits_in_progress), UNIT_TEST(test_hold_is_removed_from_the_sample),
-          UNIT_TEST(test_unknown_arrival_gives_no_hold_nor_sample))
+          UNIT_TEST(test_unknown_arrival_gives_no_hold_nor_sample), UNIT_TEST(test_receiver_away_allowance))

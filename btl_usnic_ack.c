@@ -191,6 +191,22 @@ static uint64_t probe_timeout(const opal_btl_usnic_engine_t *eng, const opal_btl
     return pto < ep->timer.rto ? pto : ep->timer.rto;
 }
 
+/* The retransmit timeout, but at least a round trip plus the receiver's
+ * longest recent absence (the congestion control keeps it, from the ACK
+ * holds): a timeout inside an absence the receiver has shown is sure to
+ * be premature, and resends a batch for nothing (a 2->1 incast on busy
+ * hosts resent 4-6 % of its segments so); never beyond rto_max */
+static uint64_t rto_past_absence(const opal_btl_usnic_engine_t *eng, const opal_btl_usnic_endpoint_t *ep)
+{
+    uint64_t rto = ep->timer.rto;
+    if (eng->p.cc_enabled) {
+        uint64_t absence = ep->timer.srtt + opal_btl_usnic_cc_away(&ep->cc);
+        absence = (absence < eng->p.rto_max) ? absence : eng->p.rto_max;
+        rto = (absence > rto) ? absence : rto;
+    }
+    return rto;
+}
+
 void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
                                   opal_btl_usnic_send_seg_t *seg)
 {
@@ -207,7 +223,7 @@ void opal_btl_usnic_hotel_checkin(opal_btl_usnic_engine_t *eng, opal_btl_usnic_e
         eng->now - ep->timer.last_heard < eng->p.rto_max) {
         backoff = OPAL_BTL_USNIC_ALIVE_MAX_BACKOFF;
     }
-    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(ep->timer.rto, backoff, eng->p.rto_max);
+    seg->deadline = eng->now + opal_btl_usnic_rto_backoff(rto_past_absence(eng, ep), backoff, eng->p.rto_max);
     seg->flags |= OPAL_BTL_USNIC_SEG_FLAG_IN_HOTEL;
     lower_next_deadline(eng, seg->deadline);
 }
@@ -836,9 +852,9 @@ static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usni
         }
         if (tail_probe_allowed(eng, ep) && opal_list_is_empty(&ep->tx.queue)) {
             tail_probe(eng, ep, seg); /* a tail: nothing more to send that could draw an ACK */
-        } else if (tail_probe_allowed(eng, ep) && eng->now < seg->sent_time + ep->timer.rto) {
+        } else if (tail_probe_allowed(eng, ep) && eng->now < seg->sent_time + rto_past_absence(eng, ep)) {
             /* more queued behind a window or grant: no tail, the RTO decides */
-            seg->deadline = seg->sent_time + ep->timer.rto;
+            seg->deadline = seg->sent_time + rto_past_absence(eng, ep);
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         } else {
             opal_btl_usnic_retrans_expired(eng, seg);

@@ -103,6 +103,13 @@ void opal_btl_usnic_cc_acked(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_pa
  * (any hold it reports, a sample or not): how long it was away */
 void opal_btl_usnic_cc_hold(opal_btl_usnic_cc_t *cc, uint64_t held, uint64_t now);
 
+/* The longest the receiver was away lately (us): the largest hold it
+ * reported in this second or the last */
+static inline uint64_t opal_btl_usnic_cc_away(const opal_btl_usnic_cc_t *cc)
+{
+    return cc->away;
+}
+
 /* Bytes that may be un-ACKed: the window, and while the sends are paced
  * what the pacer lets out while the receiver is away (see the design
  * notes: data that waits in the receiver's host is not in the path) */

@@ -168,7 +168,8 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
                   "Microseconds a segment waits for its ACK before it is retransmitted, until round-trip times have "
                   "been measured; afterwards the timeout adapts to the path (RFC 6298) above a floor that starts "
                   "here (see btl_usnic_rto_min), at most btl_usnic_rto_max, and doubles per timeout until the ACK "
-                  "advances again",
+                  "advances again.  With btl_usnic_congestion_control, at least a round trip plus the longest time "
+                  "the peer reported being away from its ACKs in the last 1-2 s",
                   5000, 10, 60000000, OPAL_INFO_LVL_5, &c->retrans_timeout);
     ok &= reg_int("rto_min",
                   "Lowest floor (microseconds) of the adaptive retransmit timeout.  Per peer the floor starts at "

@@ -1683,6 +1683,52 @@ static void test_no_probe_while_more_is_queued(void)
     fx_fini(&fx);
 }
 
+/* A receiver that has been away (its ACK holds, kept by the congestion
+ * control) for longer than the timeout: the RTO waits a round trip plus
+ * that absence (a shorter one would be sure to be premature), capped at
+ * rto_max; without the congestion control the RTO is the timer's */
+static void rto_past_absence_case(bool cc, uint64_t away, uint64_t rto_max)
+{
+    fx_t fx;
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, rto_max, 0);
+    p.tail_probes = 2;
+    p.rto_floor_start = FX_RTO_INITIAL;
+    p.cc_enabled = cc;
+    fx_init(&fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, PEER_ISN);
+    FX_SEND_TINY(&fx, ep, 1, NULL);
+    fx_complete_all(&fx);
+    fx_set_time(&fx, 100);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* an RTT sample: srtt 100 */
+    opal_btl_usnic_cc_hold(&ep->cc, away, fx.now);
+    FX_SEND_TINY(&fx, ep, 4, NULL);            /* the window is full ... */
+    opal_btl_usnic_send_frag_t *more = fx_alloc(&fx, ep, 100, OWN);
+    CHECK(0 <= fx_send(&fx, ep, more, 9));      /* ... and this one waits: no tail, the RTO decides */
+    fx_complete_all(&fx);
+    CHECK(fx_run_to_timeout(&fx));
+    uint64_t rto = ep->timer.rto, want = rto;
+    if (cc && ep->timer.srtt + away > rto) {
+        want = (ep->timer.srtt + away < rto_max) ? ep->timer.srtt + away : rto_max;
+    }
+    CHECK_EQ_U(fx.now, 100 + want);
+    CHECK(cc ? (want > rto) == (away > 0) : want == rto); /* the case bites where it should */
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
+    fx_progress(&fx);
+    fx_complete_all(&fx);
+    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
+    CHECK(fx_all_recycled(&fx));
+    fx_fini(&fx);
+}
+
+static void test_rto_waits_past_the_receivers_absence(void)
+{
+    rto_past_absence_case(true, 3000, 20000);  /* srtt + 3000 */
+    rto_past_absence_case(true, 4576, 2000);   /* capped at rto_max */
+    rto_past_absence_case(false, 3000, 20000); /* no congestion control: the timer's RTO */
+}
+
 /* Probes never delay the dead-peer verdict: a peer that answers nothing
  * is declared dead at peer_timeout after the ACK last advanced, probes
  * or not */
@@ -1708,6 +1754,7 @@ static void test_tail_probes_then_peer_timeout(void)
 
 UNIT_MAIN(UNIT_TEST(test_tail_probe_last_datagram_lost), UNIT_TEST(test_tail_probe_last_ack_lost),
           UNIT_TEST(test_spurious_probe_raises_floor), UNIT_TEST(test_no_probe_while_more_is_queued),
+          UNIT_TEST(test_rto_waits_past_the_receivers_absence),
           UNIT_TEST(test_tail_probes_then_peer_timeout), UNIT_TEST(test_hotel_checkin_on_post), UNIT_TEST(test_hotel_checkout_on_ack),
           UNIT_TEST(test_hotel_eviction_on_timeout), UNIT_TEST(test_hotel_next_deadline_over_endpoints),
           UNIT_TEST(test_timer_expiry_then_resend), UNIT_TEST(test_timer_expiry_chunk_resend),

@@ -1652,35 +1652,52 @@ static void test_spurious_probe_raises_floor(void)
     }
 }
 
+/* A window of 4 full at time 100 (an RTT sample of 100 us taken), one
+ * more message queued behind it: no tail, so no probe; |cc| and |rto_max|
+ * as given */
+static opal_btl_usnic_endpoint_t *queued_behind_full_window(fx_t *fx, bool cc, uint64_t rto_max)
+{
+    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, rto_max, 0);
+    p.tail_probes = 2;
+    p.rto_floor_start = FX_RTO_INITIAL;
+    p.cc_enabled = cc;
+    fx_init(fx, &p);
+    opal_btl_usnic_endpoint_t *ep = fx_ep_new(fx, PEER, 4, ISN, PEER_ISN);
+    FX_SEND_TINY(fx, ep, 1, NULL);
+    fx_complete_all(fx);
+    fx_set_time(fx, 100);
+    opal_btl_usnic_handle_ack(&fx->eng, ep, ISN); /* an RTT sample: the probe timeout is short */
+    FX_SEND_TINY(fx, ep, 4, NULL);             /* the window is full ... */
+    opal_btl_usnic_send_frag_t *more = fx_alloc(fx, ep, 100, OWN);
+    CHECK(0 <= fx_send(fx, ep, more, 9));       /* ... and this one waits */
+    fx_complete_all(fx);
+    CHECK(!opal_list_is_empty(&ep->tx.queue));
+    return ep;
+}
+
+/* After the timeout of queued_behind_full_window: the resends and the
+ * queued message go, are ACKed, and everything is recycled */
+static void queued_behind_full_window_done(fx_t *fx, opal_btl_usnic_endpoint_t *ep)
+{
+    fx_progress(fx);
+    fx_complete_all(fx);
+    opal_btl_usnic_handle_ack(&fx->eng, ep, ISN + 4);
+    fx_progress(fx);
+    fx_complete_all(fx);
+    opal_btl_usnic_handle_ack(&fx->eng, ep, ISN + 5);
+    CHECK(fx_all_recycled(fx));
+    fx_fini(fx);
+}
+
 /* More queued behind a full window is no tail: no probe, the RTO decides */
 static void test_no_probe_while_more_is_queued(void)
 {
     fx_t fx;
-    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, 20000, 0);
-    p.tail_probes = 2;
-    p.rto_floor_start = FX_RTO_INITIAL;
-    fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, PEER_ISN);
-    FX_SEND_TINY(&fx, ep, 1, NULL);
-    fx_complete_all(&fx);
-    fx_set_time(&fx, 100);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* an RTT sample: the probe timeout is short */
-    FX_SEND_TINY(&fx, ep, 4, NULL);            /* the window is full ... */
-    opal_btl_usnic_send_frag_t *more = fx_alloc(&fx, ep, 100, OWN);
-    CHECK(0 <= fx_send(&fx, ep, more, 9));      /* ... and this one waits */
-    fx_complete_all(&fx);
-    CHECK(!opal_list_is_empty(&ep->tx.queue));
+    opal_btl_usnic_endpoint_t *ep = queued_behind_full_window(&fx, false, 20000);
     CHECK(fx_run_to_timeout(&fx));
     CHECK_EQ_U(fx.eng.stats.num_tail_probes, 0);
     CHECK_EQ_U(fx.now, 100 + ep->timer.rto); /* when the timeout would have come without probes */
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
+    queued_behind_full_window_done(&fx, ep);
 }
 
 /* A receiver that has been away (its ACK holds, kept by the congestion
@@ -1690,21 +1707,8 @@ static void test_no_probe_while_more_is_queued(void)
 static void rto_past_absence_case(bool cc, uint64_t away, uint64_t rto_max)
 {
     fx_t fx;
-    opal_btl_usnic_engine_params_t p = params(FX_RTO_INITIAL, FX_RTO_MIN, rto_max, 0);
-    p.tail_probes = 2;
-    p.rto_floor_start = FX_RTO_INITIAL;
-    p.cc_enabled = cc;
-    fx_init(&fx, &p);
-    opal_btl_usnic_endpoint_t *ep = fx_ep_new(&fx, PEER, 4, ISN, PEER_ISN);
-    FX_SEND_TINY(&fx, ep, 1, NULL);
-    fx_complete_all(&fx);
-    fx_set_time(&fx, 100);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN); /* an RTT sample: srtt 100 */
+    opal_btl_usnic_endpoint_t *ep = queued_behind_full_window(&fx, cc, rto_max);
     opal_btl_usnic_cc_hold(&ep->cc, away, fx.now);
-    FX_SEND_TINY(&fx, ep, 4, NULL);            /* the window is full ... */
-    opal_btl_usnic_send_frag_t *more = fx_alloc(&fx, ep, 100, OWN);
-    CHECK(0 <= fx_send(&fx, ep, more, 9));      /* ... and this one waits: no tail, the RTO decides */
-    fx_complete_all(&fx);
     CHECK(fx_run_to_timeout(&fx));
     uint64_t rto = ep->timer.rto, want = rto;
     if (cc && ep->timer.srtt + away > rto) {
@@ -1712,14 +1716,7 @@ static void rto_past_absence_case(bool cc, uint64_t away, uint64_t rto_max)
     }
     CHECK_EQ_U(fx.now, 100 + want);
     CHECK(cc ? (want > rto) == (away > 0) : want == rto); /* the case bites where it should */
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 4);
-    fx_progress(&fx);
-    fx_complete_all(&fx);
-    opal_btl_usnic_handle_ack(&fx.eng, ep, ISN + 5);
-    CHECK(fx_all_recycled(&fx));
-    fx_fini(&fx);
+    queued_behind_full_window_done(&fx, ep);
 }
 
 static void test_rto_waits_past_the_receivers_absence(void)

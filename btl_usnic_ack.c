@@ -850,11 +850,12 @@ static uint64_t hotel_evict_endpoint(opal_btl_usnic_engine_t *eng, opal_btl_usni
         if (seg->deadline > eng->now) {
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         }
+        uint64_t rto_due = seg->sent_time + rto_past_absence(eng, ep);
         if (tail_probe_allowed(eng, ep) && opal_list_is_empty(&ep->tx.queue)) {
             tail_probe(eng, ep, seg); /* a tail: nothing more to send that could draw an ACK */
-        } else if (tail_probe_allowed(eng, ep) && eng->now < seg->sent_time + rto_past_absence(eng, ep)) {
+        } else if (tail_probe_allowed(eng, ep) && eng->now < rto_due) {
             /* more queued behind a window or grant: no tail, the RTO decides */
-            seg->deadline = seg->sent_time + rto_past_absence(eng, ep);
+            seg->deadline = rto_due;
             return seg->deadline < peer_deadline ? seg->deadline : peer_deadline;
         } else {
             opal_btl_usnic_retrans_expired(eng, seg);

@@ -526,7 +526,8 @@ static uint64_t arrival_of(struct msghdr *mh, int64_t real_minus_mono)
 }
 
 /* Re-read the two clocks' offset this often (us): only an adjustment of
- * the real-time clock moves it */
+ * the real-time clock moves it, and reading it per datagram cost the
+ * 8-byte round trip a fifth on loopback */
 #define SOCK_CLOCK_OFFSET_AGE 100000u
 
 /* The real-time clock less the engine's (us): converts kernel timestamps */

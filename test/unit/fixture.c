@@ -429,9 +429,7 @@ static void recv_raw_at(fx_t *fx, const void *buf, size_t len, uint64_t arrival)
     uint8_t *copy = (uint8_t *) xrealloc(NULL, len ? len : 1);
     memcpy(copy, buf, len);
     opal_btl_usnic_engine_set_time(&fx->eng, fx->now); /* the module polls its CQs after setting the time */
-    const opal_btl_usnic_datagram_t dg = {.buf = copy, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL,
-                                          .arrival = arrival};
-    opal_btl_usnic_recv_segment(&fx->eng, &dg);
+    fx_hand_up_at(&fx->eng, copy, len, arrival);
     memset(copy, 0xdd, len);
     free(copy);
 }
@@ -700,10 +698,16 @@ void fx_fill(uint8_t *buf, size_t len, uint32_t seed)
     }
 }
 
+void fx_hand_up_at(opal_btl_usnic_engine_t *eng, void *buf, size_t len, uint64_t arrival)
+{
+    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL,
+                                          .arrival = arrival};
+    opal_btl_usnic_recv_segment(eng, &dg);
+}
+
 void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len)
 {
-    const opal_btl_usnic_datagram_t dg = {.buf = buf, .len = len, .channel = OPAL_BTL_USNIC_DATA_CHANNEL};
-    opal_btl_usnic_recv_segment(eng, &dg);
+    fx_hand_up_at(eng, buf, len, 0);
 }
 
 opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,

@@ -149,6 +149,8 @@ opal_btl_usnic_endpoint_t *fx_lookup(opal_btl_usnic_engine_t *eng, uint64_t send
  * with no source (the fixture's engines check none unless a test sets
  * params.check_source) */
 void fx_hand_up(opal_btl_usnic_engine_t *eng, void *buf, size_t len);
+/* ... the wire saying it arrived at |arrival| (see fx_recv_at) */
+void fx_hand_up_at(opal_btl_usnic_engine_t *eng, void *buf, size_t len, uint64_t arrival);
 opal_btl_usnic_fast_t fx_hand_up_fast(opal_btl_usnic_engine_t *eng, void *buf, size_t len,
                                    opal_btl_usnic_endpoint_t **ep_p);
 

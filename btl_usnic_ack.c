@@ -323,12 +323,11 @@ static void retransmit_now(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
 
 /* ----- the congestion window's signals (btl_usnic_cc.c) ----- */
 
-static void window_grows(opal_btl_usnic_endpoint_t *ep, uint64_t acked,
-                         uint64_t in_flight)
+static void window_grows(opal_btl_usnic_endpoint_t *ep, uint64_t acked, uint64_t in_flight, uint64_t now)
 {
     opal_btl_usnic_cc_path_t path;
     opal_btl_usnic_endpoint_cc_path(ep, &path);
-    opal_btl_usnic_cc_acked(&ep->cc, &path, acked, in_flight);
+    opal_btl_usnic_cc_acked(&ep->cc, &path, acked, in_flight, now);
 }
 
 static void cc_count(opal_btl_usnic_engine_t *eng, opal_btl_usnic_cc_event_t ev)
@@ -734,7 +733,7 @@ bool opal_btl_usnic_handle_ack_info(opal_btl_usnic_engine_t *eng, opal_btl_usnic
         ep->tx.data_unacked = 0;
     }
     if (eng->p.cc_enabled) {
-        window_grows(ep, bytes_before - ep->tx.in_flight_bytes, bytes_before);
+        window_grows(ep, bytes_before - ep->tx.in_flight_bytes, bytes_before, eng->now);
     }
     ep->tx.dup_acks = 0;
     after_ack_advance(eng, ep);

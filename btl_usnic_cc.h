@@ -32,10 +32,19 @@
 /* Round trips in a row with the queue below half the target before the
  * controller leaves loss mode (one would follow each of a TCP flow's cuts) */
 #define OPAL_BTL_USNIC_CC_DRAINED_ROUNDS 2
+/* How long (us) the last queueing delay holds the window back without a
+ * newer sample */
+#define OPAL_BTL_USNIC_CC_STALE_USEC 100000ull
 /* How long a minimum RTT stands (us) before newer samples replace it */
 #define OPAL_BTL_USNIC_CC_BASE_EPOCH_USEC 10000000ull
 /* How long the longest absence a receiver reported stands (us) */
 #define OPAL_BTL_USNIC_CC_AWAY_EPOCH_USEC 1000000ull
+/* The delivery rate is measured over intervals this long (us): longer
+ * than a receiver's usual absence, so that its silence and the burst of
+ * ACKs after it fall into one interval */
+#define OPAL_BTL_USNIC_CC_DELIVERY_INTERVAL_USEC 10000ull
+/* How long the fastest interval stands (us) */
+#define OPAL_BTL_USNIC_CC_DELIVERY_EPOCH_USEC 100000ull
 
 typedef enum {
     OPAL_BTL_USNIC_CC_NONE = 0,
@@ -59,6 +68,7 @@ typedef struct opal_btl_usnic_cc_t {
     uint64_t qdelay;            /* us: standing queueing delay (least sample of the last half
                                    round trip or two, less base_rtt) */
     uint64_t qdelay_avg;        /* us: smoothed (1/8), for statistics */
+    uint64_t sampled_at;        /* when the last delay sample came */
     uint64_t last_cut;          /* when the window was last cut (once per round trip) */
     uint64_t undo_cwnd;         /* the window before a cut for a timeout, until the timeout proves
                                    genuine or spurious (0: nothing to undo) */
@@ -72,6 +82,11 @@ typedef struct opal_btl_usnic_cc_t {
     uint64_t away;              /* us: the longest hold the receiver reported in this away epoch and the last */
     uint64_t away_epoch_max;    /* ... in this one */
     uint64_t away_epoch_start;
+    uint64_t delivered;         /* bytes ACKed in the current delivery interval */
+    uint64_t delivery_start;    /* when it began */
+    double delivery_rate;       /* bytes/us: the fastest interval of this delivery epoch and the last (0: none) */
+    double delivery_epoch_max;  /* ... of this one */
+    uint64_t delivery_epoch_start;
     double tokens;              /* pacing: bytes that may leave now (negative: owed) */
     uint64_t tokens_time;       /* when tokens were last refilled */
 } opal_btl_usnic_cc_t;
@@ -94,10 +109,11 @@ void opal_btl_usnic_cc_init(opal_btl_usnic_cc_t *cc, uint64_t initial, uint64_t 
 opal_btl_usnic_cc_event_t opal_btl_usnic_cc_delay(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path,
                                                   uint64_t rtt, uint64_t now);
 
-/* |acked| bytes left the flight, which held |in_flight| bytes before:
- * the window grows if the path shows no queue and the window was in use */
+/* |acked| bytes left the flight at |now|, which held |in_flight| bytes
+ * before: they count to the delivery rate, and the window grows if the
+ * path shows no queue and the window was in use */
 void opal_btl_usnic_cc_acked(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path, uint64_t acked,
-                             uint64_t in_flight);
+                             uint64_t in_flight, uint64_t now);
 
 /* The receiver held an ACK |held| us after the data reached its host
  * (any hold it reports, a sample or not): how long it was away */
@@ -111,8 +127,9 @@ static inline uint64_t opal_btl_usnic_cc_away(const opal_btl_usnic_cc_t *cc)
 }
 
 /* Bytes that may be un-ACKed: the window, and while the sends are paced
- * what the pacer lets out while the receiver is away (see the design
- * notes: data that waits in the receiver's host is not in the path) */
+ * what the path delivered to this peer in as long as the receiver is
+ * away (see the design notes: data that waits in the receiver's host is
+ * not in the path) */
 uint64_t opal_btl_usnic_cc_limit(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path);
 
 /* A loss was detected (a hole the receiver reported, or a timeout):

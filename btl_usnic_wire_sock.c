@@ -331,8 +331,8 @@ static int send_some(opal_btl_usnic_module_t *module, sock_channel_t *ch)
         return 0;
     }
     uint32_t n = same_peer_run(ch, SOCK_TX_MSGS);
-    if (n >= SOCK_STAMP_BATCH && OPAL_BTL_USNIC_DATA_CHANNEL == ch->index) {
-        st->batch_at = module->eng.now;
+    if (OPAL_BTL_USNIC_DATA_CHANNEL == ch->index && (n >= SOCK_STAMP_BATCH || opal_btl_usnic_cc_pacing(&ep->cc))) {
+        st->batch_at = module->eng.now; /* bulk data, or a path that showed a queue */
     }
     if (st->stamping) {
         /* bulk data: the round trips start now, not when the pass began
@@ -554,8 +554,10 @@ static int64_t real_minus_mono(opal_btl_usnic_module_t *module)
  * trip on loopback, where nothing waits.  So they are on only while
  * batches flow on the data channel (a send of SOCK_STAMP_BATCH datagrams
  * or more to one peer, a receive call that finds as many, a coalesced
- * run: bulk data, what the controller governs) and for
- * SOCK_STAMP_LINGER after.  Without a stamp, a datagram
+ * run: bulk data, what the controller governs; or any send to a peer
+ * whose path is paced: a window cut small sends less than a batch, and
+ * its ACKs, read after gaps without stamps, would give no sample to grow
+ * it back) and for SOCK_STAMP_LINGER after.  Without a stamp, a datagram
  * read within SOCK_STAMP_GAP us of a call that emptied its channel
  * arrived at most that long ago: the engine's time stands for it; after
  * a longer gap its arrival is unknown (OPAL_BTL_USNIC_ARRIVAL_UNKNOWN),

@@ -9,8 +9,9 @@
  * the congestion window and the receiver's grant, a paced endpoint waits
  * for its time in the progress pass, and the ACK's hold is removed from
  * the delay sample.  The allowance for a receiver that goes away: paced
- * sends go on beyond the window at the window's rate, for as long as the
- * receiver's longest recent absence.
+ * sends go on beyond the window at the rate the path delivered lately
+ * (at most the window's), for as long as the receiver's longest recent
+ * absence; a stale queueing delay no longer holds the window.
  */
 #include "fixture.h"
 #include "unit.h"
@@ -132,7 +133,7 @@ static void round_trip(opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *
     uint64_t w = cc->cwnd;
     for (uint64_t acked = 0; acked < w; acked += MSS) {
         opal_btl_usnic_cc_delay(cc, p, rtt, *now);
-        opal_btl_usnic_cc_acked(cc, p, MSS, w);
+        opal_btl_usnic_cc_acked(cc, p, MSS, w, *now);
     }
     *now += SRTT;
 }
@@ -173,14 +174,14 @@ static void test_grows_only_while_in_use_and_unqueued(void)
     uint64_t now = 0;
     feed(&cc, &p, BASE + TARGET / 2, &now, 2 * SRTT); /* a queue below the target: AIMD */
     /* application-limited: less than half the window in flight */
-    opal_btl_usnic_cc_acked(&cc, &p, MSS, 19 * MSS);
+    opal_btl_usnic_cc_acked(&cc, &p, MSS, 19 * MSS, now);
     CHECK_EQ_U(cc.cwnd, 40 * MSS);
-    opal_btl_usnic_cc_acked(&cc, &p, 40 * MSS, 20 * MSS);
+    opal_btl_usnic_cc_acked(&cc, &p, 40 * MSS, 20 * MSS, now);
     CHECK_EQ_U(cc.cwnd, 41 * MSS);
     /* the path queues above the target: no growth either */
     feed(&cc, &p, BASE + TARGET + 1, &now, 2 * SRTT);
     uint64_t w = cc.cwnd;
-    opal_btl_usnic_cc_acked(&cc, &p, w, w);
+    opal_btl_usnic_cc_acked(&cc, &p, w, w, now);
     CHECK_EQ_U(cc.cwnd, w);
 }
 
@@ -221,7 +222,7 @@ static void test_loss_mode_beside_a_queue_others_fill(void)
     uint64_t w = cc.cwnd;
     CHECK_EQ(feed(&cc, &p, BASE + 10 * TARGET, &now, 3 * SRTT), OPAL_BTL_USNIC_CC_NONE);
     CHECK_EQ_U(cc.cwnd, w);
-    opal_btl_usnic_cc_acked(&cc, &p, w, w);
+    opal_btl_usnic_cc_acked(&cc, &p, w, w, now);
     CHECK_EQ_U(cc.cwnd, w + MSS);
     /* losses still cut */
     CHECK_EQ(opal_btl_usnic_cc_loss(&cc, &p, now + 2), OPAL_BTL_USNIC_CC_CUT_LOSS);
@@ -419,10 +420,11 @@ static void test_hold_is_removed_from_the_sample(void)
 }
 
 /* While the receiver is away its host takes the data (it is not in the
- * path): paced sends may go beyond the window by what the window's rate
- * lets out in the receiver's longest reported absence of the last one to
- * two seconds, at the window's rate (no gain), never past the sequence
- * window; unpaced sends, or without absences, stop at the window */
+ * path): paced sends may go beyond the window by what the path delivered
+ * to this peer in the receiver's longest reported absence of the last one
+ * to two seconds, at that rate and at most the window's (no gain), never
+ * past the sequence window; unpaced sends, without a measured delivery
+ * rate, or without absences, stop at the window */
 static void test_receiver_away_allowance(void)
 {
     opal_btl_usnic_cc_path_t p = path_of();
@@ -435,13 +437,20 @@ static void test_receiver_away_allowance(void)
     CHECK_EQ(opal_btl_usnic_cc_loss(&cc, &p, now), OPAL_BTL_USNIC_CC_CUT_LOSS); /* paced from here */
     uint64_t w = cc.cwnd;
     CHECK_EQ_U(w, 14 * MSS);
-    /* the pacer's round trip: srtt, at most base + target (1300 us) */
-    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 2000 / SRTT);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w); /* no delivery rate measured yet */
+    /* 10 B/us delivered over the first interval (the window's rate is 21) */
+    opal_btl_usnic_cc_acked(&cc, &p, 100000, 0, OPAL_BTL_USNIC_CC_DELIVERY_INTERVAL_USEC);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + 10 * 2000);
     p.in_flight = w - 1;
     double inside = opal_btl_usnic_cc_rate(&cc, &p);
     p.in_flight = w;
     double beyond = opal_btl_usnic_cc_rate(&cc, &p);
     CHECK(inside > 1.2 * (double) w / SRTT && inside < 1.3 * (double) w / SRTT);
+    CHECK(beyond > 9.99 && beyond < 10.01);
+    /* a path that delivers more than the window's rate: the window's rate */
+    opal_btl_usnic_cc_acked(&cc, &p, 1000000, 0, 2 * OPAL_BTL_USNIC_CC_DELIVERY_INTERVAL_USEC);
+    CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w + w * 2000 / SRTT);
+    beyond = opal_btl_usnic_cc_rate(&cc, &p);
     CHECK(beyond > 0.99 * (double) w / SRTT && beyond < 1.01 * (double) w / SRTT);
     /* the longest absence of this epoch or the last stands */
     opal_btl_usnic_cc_hold(&cc, 300, now + 100);
@@ -457,6 +466,50 @@ static void test_receiver_away_allowance(void)
     /* a path without a round trip yet is not paced: the window */
     p.srtt = 0;
     CHECK_EQ_U(opal_btl_usnic_cc_limit(&cc, &p), w);
+}
+
+/* The delivery rate: bytes ACKed over intervals of
+ * OPAL_BTL_USNIC_CC_DELIVERY_INTERVAL_USEC (a receiver's silence and the
+ * ACKs after it fall into one), the fastest of this epoch and the last */
+static void test_delivery_rate_is_the_fastest_recent_interval(void)
+{
+    opal_btl_usnic_cc_path_t p = path_of();
+    opal_btl_usnic_cc_t cc = steady(20 * MSS, 0);
+    const uint64_t iv = OPAL_BTL_USNIC_CC_DELIVERY_INTERVAL_USEC, epoch = OPAL_BTL_USNIC_CC_DELIVERY_EPOCH_USEC;
+    /* ACKs inside the first interval measure nothing yet: a burst after a silence */
+    opal_btl_usnic_cc_acked(&cc, &p, 500000, 0, iv / 2);
+    CHECK(0.0 == cc.delivery_rate);
+    opal_btl_usnic_cc_acked(&cc, &p, 100000, 0, iv);
+    CHECK(cc.delivery_rate > 59.99 && cc.delivery_rate < 60.01); /* 600000 B in 10 ms */
+    /* a slower interval does not lower it within the epoch */
+    opal_btl_usnic_cc_acked(&cc, &p, 50000, 0, 2 * iv);
+    CHECK(cc.delivery_rate > 59.99 && cc.delivery_rate < 60.01);
+    /* nor in the next one, but the one after forgets it */
+    opal_btl_usnic_cc_acked(&cc, &p, 50000, 0, epoch);
+    CHECK(cc.delivery_rate > 59.99 && cc.delivery_rate < 60.01);
+    opal_btl_usnic_cc_acked(&cc, &p, 50000, 0, epoch + iv);
+    opal_btl_usnic_cc_acked(&cc, &p, 100000, 0, 2 * epoch + iv);
+    CHECK(cc.delivery_rate > 4.99 && cc.delivery_rate < 5.01); /* the slower epoch's 50000 B in 10 ms */
+}
+
+/* A queueing delay above the target holds the window while it is fresh;
+ * after OPAL_BTL_USNIC_CC_STALE_USEC without a sample (an ACK stream
+ * without usable holds, a window too small to make them) it no longer
+ * does, so a window cut low does not stay there */
+static void test_old_delay_no_longer_holds_the_window(void)
+{
+    opal_btl_usnic_cc_path_t p = path_of();
+    opal_btl_usnic_cc_t cc = steady(40 * MSS, 0);
+    uint64_t now = 0;
+    feed(&cc, &p, BASE + TARGET + 100, &now, 2 * SRTT);
+    CHECK(cc.qdelay > TARGET);
+    uint64_t w = cc.cwnd;
+    opal_btl_usnic_cc_acked(&cc, &p, w, w, now);
+    CHECK_EQ_U(cc.cwnd, w);
+    opal_btl_usnic_cc_acked(&cc, &p, w, w, now + OPAL_BTL_USNIC_CC_STALE_USEC - 1);
+    CHECK_EQ_U(cc.cwnd, w);
+    opal_btl_usnic_cc_acked(&cc, &p, w, w, now + OPAL_BTL_USNIC_CC_STALE_USEC);
+    CHECK_EQ_U(cc.cwnd, w + MSS);
 }
 
 /* The socket wire stamps arrivals only while batches flow; a datagram
@@ -507,4 +560,5 @@ UNIT_MAIN(UNIT_TEST(test_rising_delay_cuts_once_per_round_trip), UNIT_TEST(test_
           UNIT_TEST(test_slow_start_doubles_until_the_first_queue), UNIT_TEST(test_loss_mode_beside_a_queue_others_fill),
           UNIT_TEST(test_pacing_follows_the_queue), UNIT_TEST(test_pacing_intervals), UNIT_TEST(test_window_is_the_smaller_of_grant_and_cwnd),
           UNIT_TEST(test_paced_endpoint_waits_in_progress), UNIT_TEST(test_hold_is_removed_from_the_sample),
-          UNIT_TEST(test_unknown_arrival_gives_no_hold_nor_sample), UNIT_TEST(test_receiver_away_allowance))
+          UNIT_TEST(test_unknown_arrival_gives_no_hold_nor_sample), UNIT_TEST(test_receiver_away_allowance),
+          UNIT_TEST(test_delivery_rate_is_the_fastest_recent_interval), UNIT_TEST(test_old_delay_no_longer_holds_the_window))

@@ -264,6 +264,19 @@ hosts_setup() {
 # hosts_drop_udp HOSTINDEX IFNAME [MINLEN]: drop UDP datagrams in and out
 # of IFNAME inside host HOSTINDEX (1-based), with counters; with MINLEN,
 # only those whose IP packet is longer than MINLEN bytes
+# hosts_job_passed LOG: the job's "PASS pingpong" line is in LOG.  Under
+# Open MPI 5 it may land after mpirun returned (a CI log had it as
+# " PASS pingpong" behind a NUL byte, written by a process still holding
+# the log): wait up to 3 s for it
+hosts_job_passed() {
+    local i
+    for i in $(seq 1 15); do
+        grep -a -q '^[^[:alnum:]]*PASS pingpong' "$1" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
 hosts_drop_udp() {
     local ns=${HOSTS[$1 - 1]} ifname=$2 cond=()
     [ -n "${3:-}" ] && cond=(meta length \> "$3")

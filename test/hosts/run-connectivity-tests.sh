@@ -150,7 +150,7 @@ probes=$(field probes_sent <<< "$agents" | awk '{ s += $1 } END { print s + 0 }'
 answered=$(field probes_answered <<< "$agents" | awk '{ s += $1 } END { print s + 0 }')
 maxus=$(field max_check_usec <<< "$agents" | sort -n | tail -1)
 waitus=$(grep -o 'btl:usnic connectivity \[[^]]*\]: .*' "$log" | field wait_usec | sort -n | tail -1)
-if [ "$RC" -ne 0 ] || ! grep -q '^[[:space:]]*PASS pingpong' "$log"; then
+if [ "$RC" -ne 0 ] || ! hosts_job_passed "$log"; then
     fail "$name (${SECS}s)" "exit $RC, no PASS" "$log"
 elif [ "$nagents" -ne 2 ] || [ "${checks:-0}" -lt 4 ] || [ "${failed:-1}" -ne 0 ] || [ "${answered:-0}" -lt 4 ]; then
     fail "$name (${SECS}s)" "agents=$nagents checks=$checks failed=$failed answered=$answered" "$log"
@@ -164,7 +164,7 @@ fi
 name="off (checker disabled)"
 log=$LOG_DIR/off.log
 run_head "$log" -np 2 --mca btl_usnic_connectivity_check 0 "$BUILD_DIR/pingpong"
-if [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log" && ! grep -q 'btl:usnic connectivity' "$log"; then
+if [ "$RC" -eq 0 ] && hosts_job_passed "$log" && ! grep -q 'btl:usnic connectivity' "$log"; then
     ok "$name (${SECS}s): no agent, no client"
 else
     fail "$name (${SECS}s)" "exit $RC or connectivity lines present" "$log"
@@ -189,13 +189,13 @@ for policy in unreachable abort; do
     elif [ "${MSG_MS:-999999}" -gt $((BOUND_MS + MARGIN_MS)) ]; then
         fail "$name (${SECS}s)" "the check took ${MSG_MS} ms, bound ${BOUND_MS} ms + ${MARGIN_MS}" "$log"
     elif [ "$policy" = unreachable ]; then
-        if [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log"; then
+        if [ "$RC" -eq 0 ] && hosts_job_passed "$log"; then
             ok "$name: $NMSG message(s) naming both hosts, veth1 and the 1252-byte size, check ${MSG_MS} ms <= ${BOUND_MS}+${MARGIN_MS} ms; job COMPLETED over veth2 (${SECS}s)"
         else
             fail "$name (${SECS}s)" "exit $RC: the job did not complete over veth2" "$log"
         fi
     else
-        if [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && [ "$RC" -ne 137 ] && ! grep -q '^[[:space:]]*PASS pingpong' "$log" &&
+        if [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] && [ "$RC" -ne 137 ] && ! hosts_job_passed "$log" &&
            awk -v s="$SECS" -v m="$ABORT_MAX_S" 'BEGIN { exit !(s <= m) }'; then
             ok "$name: $NMSG message(s), check ${MSG_MS} ms <= ${BOUND_MS}+${MARGIN_MS} ms; job ABORTED with exit $RC (${SECS}s)"
         else
@@ -231,7 +231,7 @@ else
         fail "$name (${SECS}s)" "exit $RC, $WHY" "$log"
     elif [ "${MSG_MS:-999999}" -gt $((BOUND_MS + MARGIN_MS)) ]; then
         fail "$name (${SECS}s)" "the check took ${MSG_MS} ms, bound ${BOUND_MS} ms" "$log"
-    elif [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log"; then
+    elif [ "$RC" -eq 0 ] && hosts_job_passed "$log"; then
         ok "$name: $NMSG message(s) naming the 1252-byte size, check ${MSG_MS} ms; job COMPLETED over veth2 (${SECS}s)"
     else
         fail "$name (${SECS}s)" "exit $RC: the job did not complete over veth2" "$log"
@@ -252,7 +252,7 @@ else
         fail "$name (${SECS}s)" "exit $RC, $WHY" "$log"
     elif [ "${MSG_MS:-999999}" -gt $((BOUND_MS + MARGIN_MS)) ]; then
         fail "$name (${SECS}s)" "the check took ${MSG_MS} ms, bound ${BOUND_MS} ms" "$log"
-    elif [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log"; then
+    elif [ "$RC" -eq 0 ] && hosts_job_passed "$log"; then
         ok "$name: $NMSG message(s), check ${MSG_MS} ms; job COMPLETED over veth2 (${SECS}s)"
     else
         fail "$name (${SECS}s)" "exit $RC: the job did not complete over veth2" "$log"

@@ -366,7 +366,7 @@ run_head "$log" "$((PEER_TIMEOUT + 90))" "${USNIC_ARGS[@]}" --mca btl_usnic_peer
     -np 1 --host "${HOSTS[1]}" env "OMPI_MCA_btl_usnic_if_include=$HOSTS_NET2.0/24" "$BUILD_DIR/pingpong"
 cross=$(cat "$AMAP"/map-*.txt 2>/dev/null | awk '!/^#/ { split($2, l, "."); split($7, p, ".")
         if (l[3] != p[3]) print $1 " " $2 " -> " $7 }' | tr '\n' ';')
-if [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log" && [ -z "$cross" ]; then
+if [ "$RC" -eq 0 ] && hosts_job_passed "$log" && [ -z "$cross" ]; then
     ok "$name (${SECS}s)"
 elif [ "$RC" -eq 124 ] || [ "$RC" -eq 137 ]; then
     fail "$name (${SECS}s)" "TIMEOUT; cross-subnet pairs: ${cross:-none}" "$log"
@@ -401,7 +401,7 @@ else
         fail "$name (${SECS}s)" "TIMEOUT after ${limit}s (hang), $dropped datagrams dropped" "$log"
     elif [ "$dropped" -eq 0 ]; then
         fail "$name (${SECS}s)" "the nft rule dropped nothing: the case tested nothing" "$log"
-    elif [ "$RC" -eq 0 ] && grep -q '^[[:space:]]*PASS pingpong' "$log"; then
+    elif [ "$RC" -eq 0 ] && hosts_job_passed "$log"; then
         ok "$name: job COMPLETED (${SECS}s), $dropped datagrams dropped, $(grep -c 'connectivity checker sent UDP probes' "$log") connectivity checker message(s)"
     elif [ "$timeout_msg" -gt 0 ]; then
         ok "$name: job ABORTED (exit $RC, ${SECS}s) with $timeout_msg usnic 'peer timeout' message(s), $named_if naming veth1; $dropped datagrams dropped"

@@ -356,13 +356,19 @@ static uint64_t pacer_rtt(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc
     return rtt;
 }
 
+/* Bytes per us the window lets out over the pacer's round trip */
+static double window_rate(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path)
+{
+    return (double) cc->cwnd / (double) pacer_rtt(cc, path);
+}
+
 /* Beyond the window (the receiver away) the pacer lets out what the
  * path delivered to this peer lately, at most the window's rate: more
  * would build a queue (0: nothing measured yet, nothing beyond) */
 static double rate_beyond_window(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path)
 {
-    double window_rate = (double) cc->cwnd / (double) pacer_rtt(cc, path);
-    return (cc->delivery_rate < window_rate) ? cc->delivery_rate : window_rate;
+    double w = window_rate(cc, path);
+    return (cc->delivery_rate < w) ? cc->delivery_rate : w;
 }
 
 double opal_btl_usnic_cc_rate(const opal_btl_usnic_cc_t *cc, const opal_btl_usnic_cc_path_t *path)
@@ -372,12 +378,10 @@ double opal_btl_usnic_cc_rate(const opal_btl_usnic_cc_t *cc, const opal_btl_usni
     }
     if (path->in_flight >= cc->cwnd) {
         double beyond = rate_beyond_window(cc, path);
-        return (beyond > 0.0) ? beyond : (double) cc->cwnd / (double) pacer_rtt(cc, path);
+        return (beyond > 0.0) ? beyond : window_rate(cc, path);
     }
-    double gain = cc->slow_start ? CC_GAIN_START : CC_GAIN;
-    return gain * (double) cc->cwnd / (double) pacer_rtt(cc, path);
+    return (cc->slow_start ? CC_GAIN_START : CC_GAIN) * window_rate(cc, path);
 }
-
 
 void opal_btl_usnic_cc_hold(opal_btl_usnic_cc_t *cc, uint64_t held, uint64_t now)
 {

@@ -261,9 +261,6 @@ hosts_setup() {
     hosts_hostfile "$2" 2
 }
 
-# hosts_drop_udp HOSTINDEX IFNAME [MINLEN]: drop UDP datagrams in and out
-# of IFNAME inside host HOSTINDEX (1-based), with counters; with MINLEN,
-# only those whose IP packet is longer than MINLEN bytes
 # hosts_job_passed LOG: the job's "PASS pingpong" line is in LOG.  Under
 # Open MPI 5 it may land after mpirun returned (a CI log had it as
 # " PASS pingpong" behind a NUL byte, written by a process still holding
@@ -277,6 +274,9 @@ hosts_job_passed() {
     return 1
 }
 
+# hosts_drop_udp HOSTINDEX IFNAME [MINLEN]: drop UDP datagrams in and out
+# of IFNAME inside host HOSTINDEX (1-based), with counters; with MINLEN,
+# only those whose IP packet is longer than MINLEN bytes
 hosts_drop_udp() {
     local ns=${HOSTS[$1 - 1]} ifname=$2 cond=()
     [ -n "${3:-}" ] && cond=(meta length \> "$3")

@@ -49,7 +49,7 @@ HAVE_LIBCRYPTO := $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1 ||
 LDLIBS_CRYPTO = $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --libs libcrypto))
 CPPFLAGS += -DOPAL_BTL_USNIC_HAVE_LIBCRYPTO=$(HAVE_LIBCRYPTO) $(if $(filter 1,$(HAVE_LIBCRYPTO)),$(shell pkg-config --cflags libcrypto))
 
-ENGINE_SRCS = btl_usnic_auth.c btl_usnic_ghash.c btl_usnic_connectivity.c btl_usnic_batch.c btl_usnic_slab.c btl_usnic_frag.c btl_usnic_engine_core.c btl_usnic_cc.c btl_usnic_pmtu.c btl_usnic_pieces.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c btl_usnic_ack.c btl_usnic_post.c btl_usnic_put.c btl_usnic_probe.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_glue.c
+ENGINE_SRCS = btl_usnic_auth.c btl_usnic_ghash.c btl_usnic_connectivity.c btl_usnic_batch.c btl_usnic_slab.c btl_usnic_frag.c btl_usnic_engine_core.c btl_usnic_cc.c btl_usnic_share.c btl_usnic_pmtu.c btl_usnic_pieces.c btl_usnic_endpoint.c btl_usnic_complete.c btl_usnic_acktr.c btl_usnic_ack.c btl_usnic_post.c btl_usnic_put.c btl_usnic_probe.c btl_usnic_send.c btl_usnic_recv.c btl_usnic_reg.c btl_usnic_glue.c
 COMPONENT_SRCS = $(ENGINE_SRCS) btl_usnic_globals.c btl_usnic_pml.c btl_usnic_away.c btl_usnic_help.c btl_usnic_component.c btl_usnic_module.c btl_usnic_btl.c btl_usnic_peers.c btl_usnic_wire_ofi.c btl_usnic_ofi_lib.c btl_usnic_wire_sock.c btl_usnic_inject.c btl_usnic_mca.c btl_usnic_if.c btl_usnic_kcharge.c btl_usnic_ext.c btl_usnic_hwloc.c btl_usnic_cagent.c btl_usnic_cclient.c
 HEADERS = $(wildcard *.h)
 

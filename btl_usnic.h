@@ -25,6 +25,7 @@
 
 #include "btl_usnic_engine.h"
 #include "btl_usnic_help.h"
+#include "btl_usnic_share.h"
 #include "btl_usnic_wire.h"
 
 BEGIN_C_DECLS
@@ -189,6 +190,8 @@ typedef struct opal_btl_usnic_component_t {
     opal_recursive_mutex_t lock;
     bool lock_always;           /* lock even without MPI threads: the away thread runs */
     int away_resend;            /* ms away before the away thread resends; 0 = no thread */
+    bool yield_when_busy;       /* idle progress gives up a core it shares (btl_usnic_share.c) */
+    opal_btl_usnic_share_t share; /* this process's share of its core (under the lock) */
     bool away_running;
     uint64_t last_progress_usec; /* the last progress call (under the lock) */
     bool fastpath_ok;

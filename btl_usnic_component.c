@@ -12,8 +12,10 @@
 #include <errno.h>
 #include <libgen.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "btl_usnic_compat.h"
@@ -33,6 +35,7 @@ static int usnic_component_register(void);
 static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_progress_threads,
                                                     bool enable_mpi_threads);
 static int usnic_component_progress(void);
+static void thread_usage(uint64_t *cpu, uint64_t *preempted);
 
 /* What Open MPI loads; the rest of the component's state is
  * opal_btl_usnic_globals (btl_usnic.h) */
@@ -102,6 +105,9 @@ static int usnic_component_open(void)
     c->num_modules = 0;
     c->modules = NULL;
     c->fastpath_ok = true;
+    uint64_t cpu, preempted;
+    thread_usage(&cpu, &preempted);
+    opal_btl_usnic_share_init(&c->share, opal_btl_usnic_clock_usec(), cpu, preempted);
     c->stats_event_active = false;
     c->output = opal_output_open(NULL);
     opal_output_set_verbosity(c->output, c->verbose);
@@ -648,6 +654,32 @@ static mca_btl_base_module_t **usnic_component_init(int *num_btls, bool enable_p
 
 /* ----- progress ----- */
 
+/* This thread's CPU time (us) and involuntary context switches (0 and 0
+ * if the kernel will not say: never "shared") */
+static void thread_usage(uint64_t *cpu, uint64_t *preempted)
+{
+    struct rusage ru;
+    if (0 != getrusage(RUSAGE_THREAD, &ru)) {
+        *cpu = *preempted = 0;
+        return;
+    }
+    *cpu = (uint64_t) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + (uint64_t) ru.ru_utime.tv_usec +
+           (uint64_t) ru.ru_stime.tv_usec;
+    *preempted = (uint64_t) ru.ru_nivcsw;
+}
+
+/* Does this process share its core (btl_usnic_share.c)?  Under the lock;
+ * one getrusage per interval */
+static bool core_shared(opal_btl_usnic_component_t *c, uint64_t now)
+{
+    if (!opal_btl_usnic_share_due(&c->share, now)) {
+        return c->share.shared;
+    }
+    uint64_t cpu, preempted;
+    thread_usage(&cpu, &preempted);
+    return opal_btl_usnic_share_sample(&c->share, now, cpu, preempted);
+}
+
 static int usnic_component_progress(void)
 {
     opal_btl_usnic_component_t *c = &opal_btl_usnic_globals;
@@ -674,6 +706,14 @@ static int usnic_component_progress(void)
     for (int i = 0; i < c->num_modules; ++i) {
         count += opal_btl_usnic_module_progress(c->modules[i], now);
     }
+    /* idle on a core others use: let them run (btl_usnic_share.c) */
+    bool give_up_core = 0 == count && c->yield_when_busy && c->num_modules > 0 && core_shared(c, now);
+    if (give_up_core) {
+        OPAL_BTL_USNIC_STAT_INC(&c->modules[0]->eng, num_busy_yields);
+    }
     OPAL_BTL_USNIC_UNLOCK();
+    if (give_up_core) {
+        (void) sched_yield();
+    }
     return count;
 }

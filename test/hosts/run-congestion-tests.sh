@@ -43,7 +43,7 @@
 #   incast2, incast4   2 and 4 senders (hosts 1 and 2) to one receiver on
 #                  host 3, usnic and btl/tcp: PASS, no dead-peer message,
 #                  usnic aggregate >= INCAST_MIN (0.5) x btl/tcp's, Jain's
-#                  index >= JAIN_MIN (0.7), drops and resent as for stream
+#                  index >= JAIN_MIN (0.85), drops and resent as for stream
 #
 # The stream alone (2 ranks, one per core) took 0.98-1.07 x btl/tcp with
 # 0.00-0.01 % resent and no drop at the shaper (3 runs; btl/tcp's stream
@@ -57,13 +57,18 @@
 # p99 was 12 ms, its ranks descheduled; once 0.076), so STREAM_MIN 0.08
 # fails only a collapse, and a run under it is run once more (a collapse
 # repeats, a dip in the VM's slow state mostly does not; both said); incast 0.71-0.79 x (INCAST_MIN 0.5) and 4 -> 1 Jain 0.78-0.86
-# with the controller on or off (JAIN_MIN 0.7: the senders' share of the
-# 2 cores sets it).  Since round trips start when the wire sends and
+# with the controller on or off (then JAIN_MIN 0.7: the senders' share of
+# the 2 cores set it).  Since round trips start when the wire sends and
 # paced sends may outlast a receiver's absence at the rate the path
 # delivered (btl_usnic_cc.c): the stream beside the ping-pong 0.24-0.46 x,
 # the incasts 0.87-0.98 x with 4 -> 1 Jain 0.82-0.96 (one sender of four
-# often held near 5 MB/s: 0.82 is three equal flows beside it, 0.75 one
-# at nothing) and 0.2-2 % resent (2 suite runs, 3 bench runs); the
+# often held near 5 MB/s: the one sharing its core with the receiver,
+# read its ACKs 8-12 ms late, one window per round of the scheduler) and
+# 0.2-2 % resent (2 suite runs, 3 bench runs).  Since idle progress
+# gives up a core the process shares (btl_usnic_yield_when_busy,
+# btl_usnic_share.c): 4 -> 1 Jain 0.98-1.0 at 111-114 MB/s, 2 -> 1
+# 104-108 MB/s, about btl/tcp's, so JAIN_MIN 0.85 fails a sender held
+# near 5 MB/s again (three flows of 30 beside one of 5: 0.83); the other
 # bounds stay where a collapse, not a dip, fails them.  Loss at the queue
 # is counted where it happens, the shaper's drop counter (tbf on the
 # switch's port): with the controller 0 in the stream cases, 0.6-1.6 %
@@ -123,7 +128,7 @@ ALONE_RESENT_MAX=${ALONE_RESENT_MAX:-1}
 INCAST_MIN=${INCAST_MIN:-0.5}
 RESENT_MAX=${RESENT_MAX:-20}
 DROP_MAX=${DROP_MAX:-2}
-JAIN_MIN=${JAIN_MIN:-0.7}
+JAIN_MIN=${JAIN_MIN:-0.85}
 PP_P99_MAX=${PP_P99_MAX:-4}
 SHARE_MIN=${SHARE_MIN:-0.25}
 SHARE_MAX=${SHARE_MAX:-4}

@@ -61,7 +61,7 @@
     X(num_departed_unacked, "Segments a departing peer had not ACKed, released when it said goodbye") \
     X(num_recv_errors,      "Receive completions with an error") \
     X(num_recv_repost_delayed, "Receive buffers the provider would not take back at once (re-posted on a later pass)") \
-    X(num_busy_yields,      "Progress calls that found nothing and gave up the core (sched_yield): this process had less than 3/4 of a core in the last 0.1 s (btl_usnic_yield_when_busy)") \
+    X(num_busy_yields,      "Progress calls that found nothing and gave up the core (sched_yield): in the last 0.1 s this process had less than 3/4 of a core and was preempted at least 3 times (btl_usnic_yield_when_busy)") \
     X(num_gso_sends,        "Socket wire: segmentation-offload sends (UDP_SEGMENT: several datagrams in one sendmsg)") \
     X(num_gso_segs,         "Socket wire: datagrams sent within segmentation-offload sends") \
     X(num_mmsg_sends,       "Socket wire: sendmmsg calls of several datagrams (no offload for that run)") \

@@ -94,7 +94,7 @@ static void inject_release_held(opal_btl_usnic_module_t *module)
     opal_btl_usnic_send_seg_t *seg = inj->held;
     if (NULL != seg) {
         inj->held = NULL;
-        inj->inner->post_wait(module, inj->held_ep, seg, inj->held_channel);
+        inj->inner->post_held(module, inj->held_ep, seg, inj->held_channel);
         ++inj->reorders;
     }
 }
@@ -161,10 +161,10 @@ static void inject_flush(opal_btl_usnic_engine_t *eng)
     opal_btl_usnic_module_of(eng)->inject->inner->engine.flush(eng);
 }
 
-static void inject_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+static void inject_post_held(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                              opal_btl_usnic_send_seg_t *seg, int channel)
 {
-    module->inject->inner->post_wait(module, ep, seg, channel);
+    module->inject->inner->post_held(module, ep, seg, channel);
 }
 
 static void inject_describe_peer(opal_btl_usnic_module_t *module, const opal_btl_usnic_endpoint_t *ep, char *buf,
@@ -238,7 +238,7 @@ static const opal_btl_usnic_transport_t inject_transport = {
     .del_peer = inject_del_peer,
     .describe_peer = inject_describe_peer,
     .engine = {.post = inject_post, .flush = inject_flush},
-    .post_wait = inject_post_wait,
+    .post_held = inject_post_held,
     .progress = inject_progress,
     .progress_fast = inject_progress_fast,
     .drain = inject_drain,

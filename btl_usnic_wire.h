@@ -150,10 +150,10 @@ typedef struct opal_btl_usnic_transport_t {
      * module from the engine (opal_btl_usnic_module_of).
      */
     opal_btl_usnic_wire_ops_t engine;
-    /* Post a datagram already reported as sent, riding out back-pressure
-     * (the injector's held datagram); errors other than back-pressure
-     * drop it. */
-    void (*post_wait)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+    /* Post a datagram already reported as sent (the injector's held
+     * datagram) if the wire takes it now; else release it as sent and
+     * lost: retransmission covers it. */
+    void (*post_held)(struct opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                       opal_btl_usnic_send_seg_t *seg, int channel);
     /* One full pass: finish deferred work, poll both channels, hand
      * receives and completions to the engine.  Returns the count. */

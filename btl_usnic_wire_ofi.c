@@ -169,18 +169,22 @@ static int ofi_post(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint_t *ep,
     return OPAL_ERR_UNREACH;
 }
 
-static void ofi_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+/* No waiting for room: a provider whose transmit queue frees only as the
+ * engine reads its completions (dgcheck's small queues) would never give
+ * it, and the caller is inside a progress pass. */
+static void ofi_post_held(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                           opal_btl_usnic_send_seg_t *seg, int channel)
 {
     opal_btl_usnic_channel_t *chan = &module->ofi->chan[channel];
-    ssize_t rc;
-    while (-FI_EAGAIN == (rc = seg_send(module, chan, seg, ep->peer_addr[channel]))) {
+    ssize_t rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
+    if (-FI_EAGAIN == rc) {
         struct fi_cq_msg_entry comp; /* reading no entry lets a socket provider progress */
         (void) fi_cq_read(chan->cq, &comp, 0);
+        rc = seg_send(module, chan, seg, ep->peer_addr[channel]);
     }
     if (0 != rc) {
         /* it never left and no completion will come: release it as if sent
-         * (its credit comes back; retransmission covers the data) */
+         * and lost (its credit comes back; retransmission covers the data) */
         opal_btl_usnic_seg_send_complete(&module->eng, seg);
     }
 }
@@ -954,7 +958,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_ofi = {
     .add_peer = ofi_add_peer,
     .del_peer = ofi_del_peer,
     .engine = {.post = ofi_post, .flush = ofi_flush},
-    .post_wait = ofi_post_wait,
+    .post_held = ofi_post_held,
     .progress = ofi_progress,
     .progress_fast = ofi_progress_fast,
     .drain = ofi_drain,

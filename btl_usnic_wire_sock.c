@@ -471,7 +471,7 @@ static void sock_flush(opal_btl_usnic_engine_t *eng)
 
 /* The injector's held datagram: queued like any other and sent now if
  * the kernel takes it (else with the queue, later) */
-static void sock_post_wait(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
+static void sock_post_held(opal_btl_usnic_module_t *module, opal_btl_usnic_endpoint_t *ep,
                            opal_btl_usnic_send_seg_t *seg, int channel)
 {
     if (OPAL_SUCCESS != sock_post(&module->eng, ep, seg, channel)) {
@@ -1208,7 +1208,7 @@ const opal_btl_usnic_transport_t opal_btl_usnic_wire_sock = {
     .del_peer = sock_del_peer,
     .describe_peer = sock_describe_peer,
     .engine = {.post = sock_post, .flush = sock_flush},
-    .post_wait = sock_post_wait,
+    .post_held = sock_post_held,
     .progress = sock_progress,
     .progress_fast = sock_progress_fast,
     .drain = sock_drain,

@@ -44,7 +44,8 @@
  *   frag-ahead-own  reads what feed writes and answers as frag-ahead
  *   spray       blind: FRAGs, ACKs, CHUNKs and PUTs claiming every rank,
  *               at guessed sequence numbers (and the ISN formula of
- *               protocol 1), with every BTL tag 0..255
+ *               protocol 1), with every BTL tag 0..255; ATTACK_MAX=N
+ *               sends at most N, spread over the SECONDS
  *
  * Prints "dgram_attack: MODE: saw N genuine datagrams, sent M forgeries";
  * exits 1 if it sent nothing.
@@ -445,12 +446,16 @@ static size_t blind_segment(uint8_t *buf, unsigned i, uint64_t sender)
     return hl + payload;
 }
 
-static int spray(attacker_t *a, double seconds)
+/* spray at most |max| forgeries (0: no limit), spread over |seconds| */
+static int spray(attacker_t *a, double seconds, long max)
 {
     static uint8_t buf[2048];
     int nranks = a->ports.n / 2;
     double t0 = rawudp_now_ms();
-    for (unsigned i = 0; rawudp_now_ms() - t0 < 1e3 * seconds; ++i) {
+    for (unsigned i = 0; rawudp_now_ms() - t0 < 1e3 * seconds && (0 == max || a->sent < max); ++i) {
+        while (max > 0 && a->sent > max * (rawudp_now_ms() - t0) / (1e3 * seconds)) {
+            usleep(1000);
+        }
         for (int to = 0; to < a->ports.n; ++to) {
             for (int s = 0; s < nranks; ++s) {
                 if (s != to / 2) {
@@ -485,7 +490,8 @@ int main(int argc, char **argv)
     if (0 == strcmp(a.mode, "spray")) {
         const char *job = getenv("ATTACK_JOBID");
         a.job = (uint64_t) strtoull(NULL != job ? job : "0", NULL, 0) << 32;
-        rc = spray(&a, seconds);
+        const char *max = getenv("ATTACK_MAX");
+        rc = spray(&a, seconds, strtol(NULL != max ? max : "0", NULL, 0));
     } else if (0 == strcmp(a.mode, "frag-ahead-own")) {
         rc = frag_ahead_own(&a, seconds);
     } else if (0 == strcmp(a.mode, "frag-ahead-keyed")) {

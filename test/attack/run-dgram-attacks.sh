@@ -199,10 +199,11 @@ fed_nobody() {
 }
 
 # An attacker without privileges, blind
+# SPRAY_MAX: at most that many forgeries (unset: as many as fit the run)
 spraying_nobody() {
     # shellcheck disable=SC2086
-    timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- env ATTACK_JOBID="$(job_id)" "$BUILD/dgram_attack" spray \
-        "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
+    timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- env ATTACK_JOBID="$(job_id)" ATTACK_MAX="${SPRAY_MAX:-0}" \
+        "$BUILD/dgram_attack" spray "$VICTIM_SECONDS" $PORTS >"$ALOG" 2>&1
 }
 
 # sniffer_attack MODE PROTECTION NP [PREFIX...]
@@ -210,7 +211,7 @@ sniffer_attack() {
     MODE=$1 run_attack "$1" "$3" "$2" sniffer "${@:4}"
 }
 as_nobody_fed() { run_attack own 2 "$1" fed_nobody; }
-as_nobody_spray() { run_attack spray 3 "$1" spraying_nobody; }
+as_nobody_spray() { SPRAY_MAX=${2:-0} run_attack spray 3 "$1" spraying_nobody; }
 
 # --- a sniffer on the path ---
 sniffer_attack frag-ahead full 2 && refused "sniffer forges the next message" drop_bad_mac "$ALOG"
@@ -288,9 +289,17 @@ as_nobody_fed full && refused "unprivileged user forges the next message (fed by
 as_nobody_fed none && took_effect "unprivileged forged next message, protection none" "$ALOG"
 as_nobody_spray full && refused "unprivileged blind FRAG/ACK/CHUNK/PUT, every tag, guessed sequence numbers" \
     drop_bad_source "$ALOG"
-# Without protection nothing checks the source; random ISNs still keep a
-# blind guess out of every window (counted as out of window or invalid)
-if as_nobody_spray none; then
+# Without protection nothing checks the source; random ISNs keep a blind
+# guess out of the window (counted as out of window or invalid) all but
+# 1024 times in 2^32.  Half the spray carries data (FRAG and CHUNK; a PUT
+# also needs its region's 64-bit key), so each forgery lands inside a
+# receiver's window with odds 1.2e-7, and one that lands is taken in place
+# of the genuine segment: the job then loses a message (CI run 42 saw it
+# after 400000 forgeries, odds about 1 in 20).  That is protection none's
+# documented limit (README.txt, Security), so this spray stops at 10000
+# forgeries: 1.2e-3 expected landings, fewer still that the stream
+# reaches before the job ends.
+if as_nobody_spray none 10000; then
     n=$(($(counter oow_high_recvs) + $(counter oow_low_recvs) + $(counter invalid_recvs)))
     sent=$(attack_sent "$ALOG")
     if [[ $VPASS -eq 1 && $((2 * n)) -ge ${sent:-1} ]]; then

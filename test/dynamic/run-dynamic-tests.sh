@@ -480,6 +480,7 @@ pair_case() {
         return
     fi
     MPIRUN=$PAIR_RUN
+    rm -f "$dir/port" # a rerun's client must not read the last run's port
     run_mpi "$TEST_TIMEOUT" "$nps" "$dir/server.log" "$BUILD_DIR/$prog" server "$dir/port" &
     spid=$!
     DYN_PIDS+=("$spid")

@@ -69,7 +69,7 @@
     X(num_gro_recvs,        "Socket wire: receives that returned a coalesced run of datagrams (UDP_GRO)") \
     X(num_gro_segs,         "Socket wire: datagrams received within coalesced runs") \
     X(num_gro_truncated,    "Socket wire: datagrams of a coalesced run cut off by the receive buffer (retransmitted)") \
-    X(num_stamp_switches,   "Socket wire: arrival stamps (SO_TIMESTAMPNS, for the congestion control) switched on or off: on while batches flow, off 50 ms after") \
+    X(num_stamp_switches,   "Socket wire: arrival stamps (SO_TIMESTAMPING, for the congestion control) switched on or off: on while batches flow, off 50 ms after") \
     X(num_stamped_recvs,    "Socket wire: receives whose arrival the kernel stamped (taken while stamps were on)") \
     X(num_unknown_arrivals, "Socket wire: receives whose arrival was unknown (read after a gap in the polling, without a stamp): no delay sample or ACK hold from them") \
     X(num_sock_backlog,     "Socket wire: flushes that found the socket's send buffer full (the rest waited for the next pass)") \

@@ -36,6 +36,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/net_tstamp.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -116,8 +117,14 @@ typedef struct sock_channel_t {
                                arrival stamps) */
 } sock_channel_t;
 
+/* SCM_TIMESTAMPING's payload: the software stamp first (the others are
+ * the hardware's, unused) */
+typedef struct sock_stamps_t {
+    struct timespec ts[3];
+} sock_stamps_t;
+
 /* a receive's control messages: the UDP_GRO segment size, the timestamp */
-#define SOCK_CTL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct timespec)))
+#define SOCK_CTL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(sock_stamps_t)))
 
 struct opal_btl_usnic_sock_state {
     sock_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
@@ -509,20 +516,31 @@ static size_t gro_size(struct msghdr *mh)
     return 0;
 }
 
-/* When the kernel received it (SO_TIMESTAMPNS, the real-time clock), on
- * the engine's clock: |real_minus_mono| us apart; 0 without a stamp */
+/* When the kernel received it (its software stamp, the real-time clock),
+ * on the engine's clock: |real_minus_mono| us apart; 0 without a stamp */
 static uint64_t arrival_of(struct msghdr *mh, int64_t real_minus_mono)
 {
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); NULL != cm; cm = CMSG_NXTHDR(mh, cm)) {
-        if (SOL_SOCKET == cm->cmsg_level && SCM_TIMESTAMPNS == cm->cmsg_type &&
-            cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
-            struct timespec ts;
-            memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
-            int64_t us = (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - real_minus_mono;
-            return (us > 0) ? (uint64_t) us : 0;
+        if (SOL_SOCKET == cm->cmsg_level && SCM_TIMESTAMPING == cm->cmsg_type &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(sock_stamps_t))) {
+            sock_stamps_t st;
+            memcpy(&st, CMSG_DATA(cm), sizeof(st));
+            int64_t us = (int64_t) st.ts[0].tv_sec * 1000000 + st.ts[0].tv_nsec / 1000 - real_minus_mono;
+            return (0 != st.ts[0].tv_sec && us > 0) ? (uint64_t) us : 0;
         }
     }
     return 0;
+}
+
+/* Software receive stamps on |fd| on or off.  SO_TIMESTAMPING, not
+ * SO_TIMESTAMPNS: a socket that ever turned SO_TIMESTAMPNS on keeps, until
+ * it is closed, its hold on the kernel's switch that stamps every packet
+ * of the host on arrival (a clock read per packet, whoever it is for);
+ * turning SO_TIMESTAMPING's receive stamps off lets that hold go. */
+static int stamps_set(int fd, bool on)
+{
+    int flags = on ? (SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE) : 0;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &flags, sizeof(flags));
 }
 
 /* Re-read the two clocks' offset this often (us): only an adjustment of
@@ -546,7 +564,7 @@ static int64_t real_minus_mono(opal_btl_usnic_module_t *module)
 }
 
 /* ----- arrival stamps -----
- * The kernel's receive timestamps (SO_TIMESTAMPNS) tell the congestion
+ * The kernel's receive timestamps (stamps_set) tell the congestion
  * control when a datagram reached the host, before any wait for this
  * process: ACK holds and delay samples leave out a busy or descheduled
  * process (btl_usnic_cc.c).  They cost every packet of the host a clock
@@ -576,10 +594,9 @@ static void stamps_follow_batches(opal_btl_usnic_module_t *module)
     if (OPAL_LIKELY(want == st->stamping)) {
         return;
     }
-    int v = want;
     for (int c = 0; c < OPAL_BTL_USNIC_NUM_CHANNELS; ++c) {
-        if (0 != setsockopt(st->chan[c].fd, SOL_SOCKET, SO_TIMESTAMPNS, &v, sizeof(v))) {
-            opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPNS: %s)", module->if_name, strerror(errno));
+        if (0 != stamps_set(st->chan[c].fd, want)) {
+            opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPING: %s)", module->if_name, strerror(errno));
             st->stamps_able = false;
         }
     }
@@ -938,7 +955,7 @@ static int chan_open(opal_btl_usnic_module_t *module, int c, int rcvbuf, bool wa
         opal_btl_usnic_verbose(5, "%s: no coalesced receives (UDP_GRO: %s)", module->if_name, strerror(errno));
     }
     /* arrival stamps (see stamps_follow_batches) */
-    if (!comp->congestion_control || 0 != setsockopt(ch->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one))) {
+    if (!comp->congestion_control || 0 != stamps_set(ch->fd, true)) {
         module->sock->stamps_able = false;
     }
     struct sockaddr_in sin;
@@ -1116,7 +1133,7 @@ static int sock_open(opal_btl_usnic_module_t *module, const opal_btl_usnic_devic
     }
     st->stamping = st->stamps_able; /* on from the start, off after the first pass without batches */
     if (c->congestion_control && !st->stamps_able) {
-        opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPNS refused): the congestion control's "
+        opal_btl_usnic_verbose(5, "%s: no arrival stamps (SO_TIMESTAMPING refused): the congestion control's "
                                "delay samples keep only what was read at once", module->if_name);
     }
     st->gso = probe_gso(module, st->chan[OPAL_BTL_USNIC_DATA_CHANNEL].fd);

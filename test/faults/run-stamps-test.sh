@@ -2,7 +2,7 @@
 #
 # run-stamps-test.sh - the socket wire's arrival stamps follow bulk data.
 #
-# The kernel's receive timestamps (SO_TIMESTAMPNS) give the congestion
+# The kernel's receive timestamps (SO_TIMESTAMPING) give the congestion
 # control the arrival of a datagram before any wait for the process
 # (btl_usnic_wire_sock.c, "arrival stamps"); they cost every receive, so
 # the wire turns them on only while batches flow and off 50 ms after.
@@ -19,8 +19,20 @@
 #   - the same stream with btl_usnic_congestion_control 0: nothing uses
 #     arrivals, so stamp_switches, stamped_recvs and unknown_arrivals are
 #     0 on both ranks
+#   - the host's switch: a socket that asks for receive stamps makes the
+#     kernel stamp every packet of the host on arrival, whoever it is
+#     for; turning the stamps off must let that go (SO_TIMESTAMPNS, once
+#     on, held it until the socket closed).  hoststamp.c sees the switch
+#     from outside: it asks for no stamps itself and reports those its own
+#     loopback datagrams already carry.  During a ping-pong of 200000
+#     round trips (seconds; the ranks' sockets want stamps only from their
+#     opening to their first pass without batches) at most 20 % of its
+#     samples are stamped (it was 100 % of those taken while the sockets
+#     were open), and, as a control that the probe sees the switch, some
+#     are during a stream.  NOT RUN when something else on the host
+#     holds the switch before the job (a time daemon, say).
 # The ofi wire has no such stamps: under USNIC_WIRE=ofi every check is
-# NOT RUN.  About 10 s.
+# NOT RUN.  About 15 s.
 #
 # Environment: FAULT_TEST_BUILD_DIR (build and logs; default
 # test/faults/build/<series>), USNIC_WIRE (test/lib.sh).
@@ -34,13 +46,15 @@ source "$HERE/../report.sh"
 print_wire
 mkdir -p "$BUILD/logs"
 
-CASES=("ping-pong takes no stamps" "a stream takes stamps on both ranks" "controller off: no stamps at all")
+CASES=("ping-pong takes no stamps" "a stream takes stamps on both ranks" "controller off: no stamps at all"
+       "a ping-pong leaves the host's packets unstamped" "the probe sees the host's stamps during a stream")
 if [[ "${USNIC_WIRE:-}" == ofi ]]; then
     for c in "${CASES[@]}"; do not_run "$c" "arrival stamps are the socket wire's (USNIC_WIRE=ofi)"; done
     finish
 fi
-if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/stamps" "$HERE/stamps.c" > "$BUILD/logs/stamps-build.log" 2>&1; then
-    fail "build stamps" "mpicc failed" "$BUILD/logs/stamps-build.log"
+if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/stamps" "$HERE/stamps.c" > "$BUILD/logs/stamps-build.log" 2>&1 ||
+   ! cc -O2 -Wall -Wextra -Werror -o "$BUILD/hoststamp" "$HERE/hoststamp.c" >> "$BUILD/logs/stamps-build.log" 2>&1; then
+    fail "build stamps and hoststamp" "the compiler failed" "$BUILD/logs/stamps-build.log"
     finish
 fi
 
@@ -91,5 +105,40 @@ elif [[ $((S_SWITCH[0] + S_SWITCH[1] + S_STAMPED[0] + S_STAMPED[1] + S_UNKNOWN[0
     fail "${CASES[2]}" "$(said)" "$LOG"
 else
     ok "${CASES[2]}: $(said)"
+fi
+
+# watched NAME MODE N: run NAME MODE N with hoststamp sampling throughout;
+# sets STAMPED and SAMPLES
+watched() {
+    "$BUILD/hoststamp" 300 > "$BUILD/logs/hoststamp-$1.log" 2>&1 &
+    local probe=$!
+    run "$@"
+    local ran=$?
+    kill -TERM "$probe" 2>/dev/null
+    wait "$probe"
+    read -r STAMPED SAMPLES < <(sed -nE 's/^hoststamp: ([0-9]+) of ([0-9]+) samples stamped$/\1 \2/p' \
+                                    "$BUILD/logs/hoststamp-$1.log")
+    STAMPED=${STAMPED:-0}
+    SAMPLES=${SAMPLES:-0}
+    return $ran
+}
+baseline=$("$BUILD/hoststamp" 0.3 2>&1)
+if [[ "$baseline" != "hoststamp: 0 of "* ]]; then
+    for c in "${CASES[@]:3}"; do not_run "$c" "before the job: '$baseline' (another socket of this host wants stamps)"; done
+    finish
+fi
+if ! watched hostwide pingpong 200000; then
+    fail "${CASES[3]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ $SAMPLES -lt 20 || $((STAMPED * 5)) -gt $SAMPLES ]]; then
+    fail "${CASES[3]}" "$STAMPED of $SAMPLES samples stamped (want at least 20 samples, at most 20 % stamped)" "$LOG"
+else
+    ok "${CASES[3]}: $STAMPED of $SAMPLES samples stamped; $(said)"
+fi
+if ! watched control stream 400; then
+    fail "${CASES[4]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ $STAMPED -eq 0 ]]; then
+    fail "${CASES[4]}" "0 of $SAMPLES samples stamped" "$LOG"
+else
+    ok "${CASES[4]}: $STAMPED of $SAMPLES samples stamped"
 fi
 finish

@@ -581,10 +581,11 @@ static int64_t real_minus_mono(opal_btl_usnic_module_t *module)
  * a longer gap its arrival is unknown (OPAL_BTL_USNIC_ARRIVAL_UNKNOWN),
  * and it gives no delay sample and no ACK hold.  The kernel stamps on
  * arrival only once some socket of the host wants stamps, and it learns
- * that in deferred work; until then it stamps when we read.  So for
+ * that in deferred work; until then datagrams come without stamps.  For
  * SOCK_STAMP_SETTLE us after they went on, a stamp later than the start
- * of its receive call counts as none (later, such a stamp is a datagram
- * that came while the call ran). */
+ * of its receive call counts as none too: a kernel may stamp when we read
+ * (SO_TIMESTAMPNS did), and later such a stamp is a datagram that came
+ * while the call ran. */
 
 /* Stamps on while batches flow, off SOCK_STAMP_LINGER us after */
 static void stamps_follow_batches(opal_btl_usnic_module_t *module)

@@ -216,7 +216,8 @@ int opal_btl_usnic_component_register_params(mca_btl_base_module_t *tmpl)
         c->version, "yield_when_busy",
         "A progress call that finds nothing gives up the core (sched_yield) while this process shares it: "
         "in the last 0.1 s it got less than 3/4 of the wall time on the CPU and the kernel preempted it at "
-        "least 3 times (more busy processes than cores).  What it waits for, a receiver's ACKs or a sender's data, then runs in its place, as "
+        "least 3 times (more busy processes than cores).  What it waits for, a receiver's ACKs or a sender's "
+        "data, then runs in its place, as "
         "Open MPI's mpi_yield_when_idle does on nodes it knows are oversubscribed.  false = always poll",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_5, MCA_BASE_VAR_SCOPE_READONLY, &c->yield_when_busy);
     ok &= reg_int("peer_timeout",

@@ -36,6 +36,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -117,14 +118,8 @@ typedef struct sock_channel_t {
                                arrival stamps) */
 } sock_channel_t;
 
-/* SCM_TIMESTAMPING's payload: the software stamp first (the others are
- * the hardware's, unused) */
-typedef struct sock_stamps_t {
-    struct timespec ts[3];
-} sock_stamps_t;
-
 /* a receive's control messages: the UDP_GRO segment size, the timestamp */
-#define SOCK_CTL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(sock_stamps_t)))
+#define SOCK_CTL_SPACE (CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct scm_timestamping)))
 
 struct opal_btl_usnic_sock_state {
     sock_channel_t chan[OPAL_BTL_USNIC_NUM_CHANNELS];
@@ -522,11 +517,11 @@ static uint64_t arrival_of(struct msghdr *mh, int64_t real_minus_mono)
 {
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); NULL != cm; cm = CMSG_NXTHDR(mh, cm)) {
         if (SOL_SOCKET == cm->cmsg_level && SCM_TIMESTAMPING == cm->cmsg_type &&
-            cm->cmsg_len >= CMSG_LEN(sizeof(sock_stamps_t))) {
-            sock_stamps_t st;
+            cm->cmsg_len >= CMSG_LEN(sizeof(struct scm_timestamping))) {
+            struct scm_timestamping st; /* ts[0] the software stamp */
             memcpy(&st, CMSG_DATA(cm), sizeof(st));
             int64_t us = (int64_t) st.ts[0].tv_sec * 1000000 + st.ts[0].tv_nsec / 1000 - real_minus_mono;
-            return (0 != st.ts[0].tv_sec && us > 0) ? (uint64_t) us : 0;
+            return (us > 0) ? (uint64_t) us : 0;
         }
     }
     return 0;

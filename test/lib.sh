@@ -161,6 +161,22 @@ run_mpi() {
     return "$rc"
 }
 
+# injected LOG WHAT: a count from the fault injector's closing line
+# (btl_usnic_inject.c, "fault injection: N duplicated (N with data), N
+# reordered datagrams, N forged PUTs"), summed over the ranks in LOG;
+# WHAT: duplicated, data (duplicated with data), reordered or forged
+injected() {
+    local re
+    case $2 in
+        duplicated) re='fault injection: ([0-9]+) duplicated' ;;
+        data) re='duplicated \(([0-9]+) with data\)' ;;
+        reordered) re='with data\), ([0-9]+) reordered' ;;
+        forged) re='reordered datagrams, ([0-9]+) forged PUTs' ;;
+        *) echo 0; return 1 ;;
+    esac
+    sed -nE "s/.*$re.*/\1/p" "$1" | awk '{s += $1} END {print s + 0}'
+}
+
 # A busy host: one spinning process pinned to each core (hogs_start),
 # killed and waited for by hogs_stop (safe to call twice)
 HOGS=()

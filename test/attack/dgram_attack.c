@@ -45,7 +45,8 @@
  *   spray       blind: FRAGs, ACKs, CHUNKs and PUTs claiming every rank,
  *               at guessed sequence numbers (and the ISN formula of
  *               protocol 1), with every BTL tag 0..255; ATTACK_MAX=N
- *               sends at most N, spread over the SECONDS
+ *               stops after the round (one forgery per rank and port)
+ *               that reaches N, the rounds spread over the SECONDS
  *
  * Prints "dgram_attack: MODE: saw N genuine datagrams, sent M forgeries";
  * exits 1 if it sent nothing.
@@ -446,7 +447,8 @@ static size_t blind_segment(uint8_t *buf, unsigned i, uint64_t sender)
     return hl + payload;
 }
 
-/* spray at most |max| forgeries (0: no limit), spread over |seconds| */
+/* spray rounds until |max| forgeries are sent (0: no limit), spread
+ * over |seconds| */
 static int spray(attacker_t *a, double seconds, long max)
 {
     static uint8_t buf[2048];

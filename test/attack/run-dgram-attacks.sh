@@ -199,7 +199,8 @@ fed_nobody() {
 }
 
 # An attacker without privileges, blind
-# SPRAY_MAX: at most that many forgeries (unset: as many as fit the run)
+# SPRAY_MAX: stop at that many forgeries, rounded up to a whole round
+# (unset: as many as fit the run)
 spraying_nobody() {
     # shellcheck disable=SC2086
     timeout $((VICTIM_SECONDS + 10)) runuser -u nobody -- env ATTACK_JOBID="$(job_id)" ATTACK_MAX="${SPRAY_MAX:-0}" \

@@ -15,6 +15,7 @@
  * or 1 on an error.
  */
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <linux/net_tstamp.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -51,7 +52,7 @@ static int sample(int fd, const struct sockaddr_in *self)
     }
     char buf[16];
     union {
-        char space[CMSG_SPACE(3 * sizeof(struct timespec))];
+        char space[CMSG_SPACE(sizeof(struct scm_timestamping))];
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
@@ -62,10 +63,10 @@ static int sample(int fd, const struct sockaddr_in *self)
     }
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); NULL != cm; cm = CMSG_NXTHDR(&mh, cm)) {
         if (SOL_SOCKET == cm->cmsg_level && SCM_TIMESTAMPING == cm->cmsg_type &&
-            cm->cmsg_len >= CMSG_LEN(3 * sizeof(struct timespec))) {
-            struct timespec ts[3];
-            memcpy(ts, CMSG_DATA(cm), sizeof(ts));
-            return (0 != ts[0].tv_sec || 0 != ts[0].tv_nsec) ? 1 : 0;
+            cm->cmsg_len >= CMSG_LEN(sizeof(struct scm_timestamping))) {
+            struct scm_timestamping st; /* ts[0] the software stamp */
+            memcpy(&st, CMSG_DATA(cm), sizeof(st));
+            return (0 != st.ts[0].tv_sec || 0 != st.ts[0].tv_nsec) ? 1 : 0;
         }
     }
     return 0;

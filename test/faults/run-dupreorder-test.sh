@@ -37,9 +37,9 @@ timeout 120 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 
     --mca btl_usnic_inject_faults "$SPEC" "$BUILD/soak" 3 >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS soak" "$log"; then ok "soak with $SPEC: data verified"; else bad "soak with $SPEC (rc=$rc)" "$log"; fi
-dups=$(sed -nE 's/.*fault injection: ([0-9]+) duplicated.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-data_dups=$(sed -nE 's/.*duplicated \(([0-9]+) with data\).*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-reorders=$(sed -nE 's/.*with data\), ([0-9]+) reordered.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+dups=$(injected "$log" duplicated)
+data_dups=$(injected "$log" data)
+reorders=$(injected "$log" reordered)
 dropped=$(grep "final stats" "$log" | grep -v " peer " | grep -oE "(dup_recvs|oow_low_recvs|drop_replay)=[0-9]+" |
           cut -d= -f2 | awk '{s += $1} END {print s + 0}')
 if [[ $dups -gt 0 && $reorders -gt 0 ]]; then ok "injected $dups duplicates and $reorders reorderings"; else bad "injector idle (dups=$dups reorders=$reorders)" "$log"; fi
@@ -61,7 +61,7 @@ timeout 180 mpirun --allow-run-as-root "${OVERSUBSCRIBE[@]}" --bind-to none -np 
     --mca btl_usnic_inject_faults forge_put=3 "$BUILD/pingpong" >"$log" 2>&1
 rc=$?
 if [[ $rc -eq 0 ]] && grep -q "PASS pingpong" "$log"; then ok "ping-pong with forged PUTs: data verified"; else bad "ping-pong with forged PUTs (rc=$rc)" "$log"; fi
-forged=$(sed -nE 's/.*reordered datagrams, ([0-9]+) forged PUTs.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+forged=$(injected "$log" forged)
 bad_put=$(grep "final stats" "$log" | grep -oE " drop_bad_put=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
 written=$(grep "final stats" "$log" | grep -oE " put_recvs=[0-9]+" | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
 # A forged copy the kernel dropped (full socket buffer) is not counted, so

@@ -88,8 +88,8 @@ counter() {
 # injector duplicated and reordered)
 condition_summary() {
     local log=$1 dups reorders
-    dups=$(sed -nE 's/.*fault injection: ([0-9]+) duplicated.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-    reorders=$(sed -nE 's/.*with data\), ([0-9]+) reordered.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+    dups=$(injected "$log" duplicated)
+    reorders=$(injected "$log" reordered)
     SUMMARY="resends $(counter resends "$log"), timeouts $(counter timeout_retrans "$log") ($(counter spurious_timeouts "$log") premature)"
     [[ $dups -gt 0 ]] && SUMMARY="$SUMMARY, $dups duplicated and $reorders reordered by the injector"
     case "${REQUIRE:-}" in

@@ -723,7 +723,7 @@ static bool sock_progress_fast(opal_btl_usnic_module_t *module)
     }
     stamps_follow_batches(module);
     struct sockaddr_in sin;
-    uint8_t ctl[CMSG_SPACE(sizeof(struct timespec))];
+    uint8_t ctl[SOCK_CTL_SPACE];
     struct iovec iov = {.iov_base = st->fast_buf, .iov_len = ch->mtu + 1};
     sock_arrivals_t arrivals = arrivals_before_call(module, ch);
     struct msghdr mh = {.msg_name = &sin, .msg_namelen = sizeof(sin), .msg_iov = &iov, .msg_iovlen = 1,

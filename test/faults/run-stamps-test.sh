@@ -19,6 +19,14 @@
 #   - the same stream with btl_usnic_congestion_control 0: nothing uses
 #     arrivals, so stamp_switches, stamped_recvs and unknown_arrivals are
 #     0 on both ranks
+#   - stream and ping-pong in turn (100 rounds of one 1 MiB message and
+#     20 round trips, each round well within the 50 ms the stamps stay on):
+#     the ping-pong's receives take the fast path, and on each rank more
+#     receives are stamped than went another way (stamped_recvs >
+#     total_recvs - fast_recvs): the fast path's stamps arrive (its
+#     control buffer once had room for SO_TIMESTAMPNS's one timestamp,
+#     not SO_TIMESTAMPING's three: 0.5 % of rank 0's receives stamped;
+#     with room 40-45 %)
 #   - the host's switch: a socket that asks for receive stamps makes the
 #     kernel stamp every packet of the host on arrival, whoever it is
 #     for; turning the stamps off must let that go (SO_TIMESTAMPNS, once
@@ -47,7 +55,7 @@ print_wire
 mkdir -p "$BUILD/logs"
 
 CASES=("ping-pong takes no stamps" "a stream takes stamps on both ranks" "controller off: no stamps at all"
-       "a ping-pong leaves the host's packets unstamped" "the probe sees the host's stamps during a stream")
+       "the fast path's receives take stamps while they are on" "a ping-pong leaves the host's packets unstamped" "the probe sees the host's stamps during a stream")
 if [[ "${USNIC_WIRE:-}" == ofi ]]; then
     for c in "${CASES[@]}"; do not_run "$c" "arrival stamps are the socket wire's (USNIC_WIRE=ofi)"; done
     finish
@@ -59,7 +67,7 @@ if ! mpicc -O2 -Wall -Wextra -Werror -o "$BUILD/stamps" "$HERE/stamps.c" > "$BUI
 fi
 
 # run NAME MODE N [MPIRUN ARGS...]: one job; LOG, RC, and per rank R the
-# counters S_SWITCH[R], S_STAMPED[R], S_UNKNOWN[R], S_TOTAL[R] (0 when absent)
+# counters S_SWITCH[R], S_STAMPED[R], S_UNKNOWN[R], S_TOTAL[R], S_FAST[R] (0 when absent)
 run() {
     LOG=$BUILD/logs/stamps-$1.log
     local mode=$2 n=$3
@@ -75,6 +83,7 @@ run() {
         S_STAMPED[r]=$(counter "$line" stamped_recvs)
         S_UNKNOWN[r]=$(counter "$line" unknown_arrivals)
         S_TOTAL[r]=$(counter "$line" total_recvs)
+        S_FAST[r]=$(counter "$line" fast_recvs)
     done
     grep -q '^PASS stamps' "$LOG" && [[ $RC -eq 0 ]] && [[ $(grep -c 'final stats' "$LOG") -ge 2 ]]
 }
@@ -107,6 +116,16 @@ else
     ok "${CASES[2]}: $(said)"
 fi
 
+if ! run mixed mixed 100; then
+    fail "${CASES[3]}" "exit $RC, no PASS line or no final counters" "$LOG"
+elif [[ ${S_FAST[0]} -lt 1000 || ${S_FAST[1]} -lt 1000 ]]; then
+    fail "${CASES[3]}" "want 1000 fast-path receives on each rank at least, got ${S_FAST[0]} and ${S_FAST[1]}" "$LOG"
+elif [[ ${S_STAMPED[0]} -le $((S_TOTAL[0] - S_FAST[0])) || ${S_STAMPED[1]} -le $((S_TOTAL[1] - S_FAST[1])) ]]; then
+    fail "${CASES[3]}" "no more stamped than other receives (fast ${S_FAST[0]} and ${S_FAST[1]}): $(said)" "$LOG"
+else
+    ok "${CASES[3]}: fast ${S_FAST[0]} and ${S_FAST[1]}; $(said)"
+fi
+
 # watched NAME MODE N: run NAME MODE N with hoststamp sampling throughout;
 # sets STAMPED and SAMPLES
 watched() {
@@ -124,21 +143,21 @@ watched() {
 }
 baseline=$("$BUILD/hoststamp" 0.3 2>&1)
 if [[ "$baseline" != "hoststamp: 0 of "* ]]; then
-    for c in "${CASES[@]:3}"; do not_run "$c" "before the job: '$baseline' (another socket of this host wants stamps)"; done
+    for c in "${CASES[@]:4}"; do not_run "$c" "before the job: '$baseline' (another socket of this host wants stamps)"; done
     finish
 fi
 if ! watched hostwide pingpong 200000; then
-    fail "${CASES[3]}" "exit $RC, no PASS line or no final counters" "$LOG"
+    fail "${CASES[4]}" "exit $RC, no PASS line or no final counters" "$LOG"
 elif [[ $SAMPLES -lt 20 || $((STAMPED * 5)) -gt $SAMPLES ]]; then
-    fail "${CASES[3]}" "$STAMPED of $SAMPLES samples stamped (want at least 20 samples, at most 20 % stamped)" "$LOG"
+    fail "${CASES[4]}" "$STAMPED of $SAMPLES samples stamped (want at least 20 samples, at most 20 % stamped)" "$LOG"
 else
-    ok "${CASES[3]}: $STAMPED of $SAMPLES samples stamped; $(said)"
+    ok "${CASES[4]}: $STAMPED of $SAMPLES samples stamped; $(said)"
 fi
 if ! watched control stream 400; then
-    fail "${CASES[4]}" "exit $RC, no PASS line or no final counters" "$LOG"
+    fail "${CASES[5]}" "exit $RC, no PASS line or no final counters" "$LOG"
 elif [[ $STAMPED -eq 0 ]]; then
-    fail "${CASES[4]}" "0 of $SAMPLES samples stamped" "$LOG"
+    fail "${CASES[5]}" "0 of $SAMPLES samples stamped" "$LOG"
 else
-    ok "${CASES[4]}: $STAMPED of $SAMPLES samples stamped"
+    ok "${CASES[5]}: $STAMPED of $SAMPLES samples stamped"
 fi
 finish

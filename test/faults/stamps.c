@@ -2,9 +2,11 @@
  * Copyright (c) 2026 The usnic BTL authors.  All rights reserved.
  *
  * stamps.c - traffic for run-stamps-test.sh: an 8-byte ping-pong
- * ("pingpong N": N round trips) or a one-way stream ("stream N": N
- * messages of 1 MiB from rank 0 to rank 1, then a reply), every byte
- * checked.  Prints "PASS stamps MODE" on rank 0.
+ * ("pingpong N": N round trips), a one-way stream ("stream N": N
+ * messages of 1 MiB from rank 0 to rank 1, then a reply) or both in turn
+ * ("mixed N": N rounds of one such message and MIXED_ROUND_TRIPS round
+ * trips, each round within the time the stamps stay on after a batch),
+ * every byte checked.  Prints "PASS stamps MODE" on rank 0.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #define STREAM_BYTES (1 << 20)
+#define MIXED_ROUND_TRIPS 20
 
 static int bad(const char *what, long i)
 {
@@ -77,15 +80,23 @@ static void stream(int rank, long n)
     free(want);
 }
 
+static void mixed(int rank, long n)
+{
+    for (long i = 0; i < n; ++i) {
+        stream(rank, 1);
+        pingpong(rank, MIXED_ROUND_TRIPS);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (3 != argc || 2 != size || (0 != strcmp(argv[1], "pingpong") && 0 != strcmp(argv[1], "stream"))) {
+    if (3 != argc || 2 != size || (0 != strcmp(argv[1], "pingpong") && 0 != strcmp(argv[1], "stream") && 0 != strcmp(argv[1], "mixed"))) {
         if (0 == rank) {
-            fprintf(stderr, "usage: mpirun -np 2 stamps pingpong|stream N\n");
+            fprintf(stderr, "usage: mpirun -np 2 stamps pingpong|stream|mixed N\n");
         }
         MPI_Finalize();
         return 2;
@@ -93,6 +104,8 @@ int main(int argc, char **argv)
     long n = atol(argv[2]);
     if (0 == strcmp(argv[1], "pingpong")) {
         pingpong(rank, n);
+    } else if (0 == strcmp(argv[1], "mixed")) {
+        mixed(rank, n);
     } else {
         stream(rank, n);
     }

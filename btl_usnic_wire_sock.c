@@ -613,12 +613,18 @@ typedef struct sock_arrivals_t {
 static sock_arrivals_t arrivals_before_call(opal_btl_usnic_module_t *module, const sock_channel_t *ch)
 {
     bool stamped = module->sock->stamping;
-    /* with stamps, the clock itself: the pass's time may be older than
-     * stamps of datagrams that came while the pass did other work */
-    uint64_t now = stamped ? opal_btl_usnic_clock_usec() : module->eng.now;
-    sock_arrivals_t a = {.stamped = stamped, .settling = stamped && now - module->sock->stamps_on_at < SOCK_STAMP_SETTLE,
+    uint64_t now = module->eng.now;
+    bool settling = stamped && now - module->sock->stamps_on_at < SOCK_STAMP_SETTLE;
+    if (settling) {
+        /* the clock itself: stamps are compared with it, and the pass's
+         * time may be older than datagrams that came while it did other
+         * work (a clock read per call only while settling: every empty
+         * poll paid one, 1.3 % of a 64 KiB stream's receiver) */
+        now = opal_btl_usnic_clock_usec();
+    }
+    sock_arrivals_t a = {.stamped = stamped, .settling = settling,
                          .called_at = now,
-                         .unstamped = (module->sock->stamps_able && now - ch->drained_at > SOCK_STAMP_GAP)
+                         .unstamped = (module->sock->stamps_able && now > ch->drained_at + SOCK_STAMP_GAP)
                                           ? OPAL_BTL_USNIC_ARRIVAL_UNKNOWN : 0};
     a.clock_offset = stamped ? real_minus_mono(module) : 0;
     return a;

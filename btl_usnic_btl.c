@@ -78,7 +78,7 @@ static mca_btl_base_descriptor_t *usnic_prepare_src(struct mca_btl_base_module_t
     opal_btl_usnic_source_t src = convertor_source(conv, *size, false);
     OPAL_BTL_USNIC_LOCK();
     opal_btl_usnic_send_frag_t *frag = opal_btl_usnic_btl_prepare_src(&usnic_module(btl)->eng, ep, &src, reserve,
-                                                                      size, flags, btl->btl_max_send_size);
+                                                                      size, flags);
     OPAL_BTL_USNIC_UNLOCK();
     return (NULL != frag) ? &frag->base : NULL;
 }

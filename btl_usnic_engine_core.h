@@ -161,7 +161,7 @@ typedef struct opal_btl_usnic_engine_params_t {
     uint64_t ack_delay;           /* us an ACK may wait for a piggy-back (as well as the ticks) */
     uint32_t max_resends_per_iteration;
     uint32_t sd_credits[OPAL_BTL_USNIC_NUM_CHANNELS]; /* provider send queue depth */
-    size_t max_send_size;         /* largest fragment the PML may hand us */
+    size_t max_send_size;         /* largest fragment the PML may hand us (max_send_size or eager_limit) */
     uint64_t rto_initial;         /* us: retransmit timeout before the first RTT sample */
     uint64_t rto_min;             /* us: floor of the computed timeout */
     uint64_t rto_floor_start;     /* us: the floor until the path proves lossy (0: rto_min) */

@@ -106,10 +106,11 @@ static opal_btl_usnic_send_frag_t *prepare_large(opal_btl_usnic_engine_t *eng, c
 opal_btl_usnic_send_frag_t *opal_btl_usnic_btl_prepare_src(opal_btl_usnic_engine_t *eng,
                                                            opal_btl_usnic_endpoint_t *ep,
                                                            const opal_btl_usnic_source_t *src, size_t reserve,
-                                                           size_t *size_p, uint32_t flags, size_t max_send_size)
+                                                           size_t *size_p, uint32_t flags)
 {
-    if (reserve + *size_p > max_send_size && reserve < max_send_size) {
-        *size_p = max_send_size - reserve;
+    size_t max = eng->p.max_send_size;
+    if (reserve + *size_p > max && reserve < max) {
+        *size_p = max - reserve;
     }
     opal_btl_usnic_send_frag_t *frag;
     if (reserve + *size_p <= opal_btl_usnic_max_frag_payload(eng, ep)) {

@@ -42,9 +42,10 @@ typedef struct opal_btl_usnic_source_t {
 
 /**
  * btl_prepare_src: a descriptor toward |ep| for |reserve| bytes of PML
- * header followed by up to *|size_p| bytes of |src| (at most
- * |max_send_size| in all, the BTL's btl_max_send_size; *|size_p| is set
- * to the bytes taken).  A small fragment if it all fits one datagram
+ * header followed by up to *|size_p| bytes of |src| (at most the engine's
+ * max_send_size in all: the larger of btl_max_send_size and
+ * btl_eager_limit, since ob1 hands an eager message whole and cannot take
+ * back less; *|size_p| is set to the bytes taken).  A small fragment if it all fits one datagram
  * toward |ep|, else a large one.  Contiguous data is referenced, not
  * copied: the PML keeps it until the send's callback.  NULL when no
  * descriptor is free or |reserve| is larger than a large fragment's
@@ -53,7 +54,7 @@ typedef struct opal_btl_usnic_source_t {
 opal_btl_usnic_send_frag_t *opal_btl_usnic_btl_prepare_src(opal_btl_usnic_engine_t *eng,
                                                            opal_btl_usnic_endpoint_t *ep,
                                                            const opal_btl_usnic_source_t *src, size_t reserve,
-                                                           size_t *size_p, uint32_t flags, size_t max_send_size);
+                                                           size_t *size_p, uint32_t flags);
 
 /**
  * btl_send at engine time |now|: hand |frag| to the engine

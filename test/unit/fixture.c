@@ -543,14 +543,14 @@ opal_btl_usnic_send_frag_t *fx_prepare_src(fx_t *fx, opal_btl_usnic_endpoint_t *
                                            const void *data, size_t size, uint32_t flags)
 {
     opal_btl_usnic_source_t src = buffer_source(data, true);
-    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags, fx->eng.p.max_send_size);
+    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags);
 }
 
 opal_btl_usnic_send_frag_t *fx_prepare_src_packed(fx_t *fx, opal_btl_usnic_endpoint_t *ep, size_t reserve,
                                                   const void *data, size_t size, uint32_t flags)
 {
     opal_btl_usnic_source_t src = buffer_source(data, false);
-    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags, fx->eng.p.max_send_size);
+    return opal_btl_usnic_btl_prepare_src(&fx->eng, ep, &src, reserve, &size, flags);
 }
 
 int fx_send(fx_t *fx, opal_btl_usnic_endpoint_t *ep, opal_btl_usnic_send_frag_t *frag, uint8_t tag)

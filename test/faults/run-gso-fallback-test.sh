@@ -27,7 +27,7 @@
 # (max_datagram 1472 makes the wire cut runs into many datagrams on
 # loopback, whose MTU would otherwise allow ~65 KB ones, so its GSO
 # batching is used), running test/mpi/pingpong (0 B..16 MiB, three modes,
-# every byte checked) and test/mpi/put_stress (64 KiB..4 MiB by PUT, all
+# every byte checked) and test/mpi/put_stress (64 KiB eager, 65 KiB + 1..4 MiB by PUT, all
 # ranks at once, data and guard zones checked), for E in EIO, EINVAL,
 # EMSGSIZE and F in 1, -1 (every GSO send refused).  First a control run
 # without the shim.  Checks are marked:

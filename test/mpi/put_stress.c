@@ -1,7 +1,9 @@
 /*
  * put_stress.c - large transfers that ob1 moves with the BTL's PUT:
  * every rank sends to and receives from every other rank at once, sizes
- * from 64 KiB to 64 MiB (capped by argv[1] in MiB), payload verified.
+ * from 64 KiB (eager: the limit is 65 KiB with ob1's header) and 65 KiB + 1
+ * (the least by rendezvous) to 64 MiB (capped by argv[1] in MiB), payload
+ * verified.
  *
  * Every receive buffer is a fresh allocation with 4 KiB guard zones on both
  * sides, freed right after its receive completed and verified (so ob1
@@ -19,7 +21,7 @@
 #define GUARD_BYTE 0xa5
 
 static const size_t SIZES[] = {
-    64 * 1024, 64 * 1024 + 1, 200 * 1024, 1024 * 1024 - 3, 1024 * 1024,
+    64 * 1024, 65 * 1024 + 1, 200 * 1024, 1024 * 1024 - 3, 1024 * 1024,
     3 * 1024 * 1024 + 7, 16 * 1024 * 1024, 64 * 1024 * 1024,
 };
 #define NUM_SIZES (sizeof(SIZES) / sizeof(SIZES[0]))

@@ -60,10 +60,11 @@
 #define GUARD_BYTES 16
 #define POISON 0xA5
 
-/* 8 B .. 256 KiB: eager (<= 64 KiB), rendezvous fragments, and PUT (ob1's
- * RDMA pipeline starts at eager_limit + rdma_pipeline_send_length). */
-static const size_t SIZES[] = {8,     100,   1024,   4096,   4097,   9000,   32768,
-                               32769, 65536, 65537, 98304, 131072, 200001, MAX_MSG};
+/* 8 B .. 256 KiB: eager (the limit is 65 KiB with ob1's header, so 64 KiB
+ * goes eager and 65 KiB + 1 by rendezvous), rendezvous fragments, and PUT
+ * (ob1's RDMA pipeline starts at eager_limit + rdma_pipeline_send_length). */
+static const size_t SIZES[] = {8,     100,   1024,  4096,   4097,   9000,   32768,
+                               32769, 65536, 66561, 98304, 131072, 200001, MAX_MSG};
 #define NUM_SIZES (sizeof(SIZES) / sizeof(SIZES[0]))
 
 static int nprocs;

@@ -125,11 +125,16 @@ static void send_forgery(int kind, const opal_btl_usnic_put_hdr_t *ph, size_t pa
         return;
     }
     uint8_t pkt[1500];
-    if (payload > sizeof(pkt) - sizeof(*ph)) {
-        payload = sizeof(pkt) - sizeof(*ph);
+    opal_btl_usnic_put_hdr_t h = *ph;
+    if (payload > sizeof(pkt) - sizeof(h)) {
+        /* shorter than the genuine one (a 65000-byte datagram of the socket
+         * wire): its header says so, or the framing check alone would drop
+         * it as truncated, before the PUT checks this tool is for */
+        payload = sizeof(pkt) - sizeof(h);
+        h.hdr.payload_len = htole16((uint16_t) payload);
     }
-    memcpy(pkt, ph, sizeof(*ph));
-    memset(pkt + sizeof(*ph), 0xee, payload);
+    memcpy(pkt, &h, sizeof(h));
+    memset(pkt + sizeof(h), 0xee, payload);
     if (rawudp_is_job_port(&ports, dst_port) && rawudp_send(tx, src_port, dst_port, pkt, sizeof(*ph) + payload)) {
         ++sent[kind];
     }

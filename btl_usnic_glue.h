@@ -45,8 +45,8 @@ typedef struct opal_btl_usnic_source_t {
  * header followed by up to *|size_p| bytes of |src| (at most the engine's
  * max_send_size in all: the larger of btl_max_send_size and
  * btl_eager_limit, since ob1 hands an eager message whole and cannot take
- * back less; *|size_p| is set to the bytes taken).  A small fragment if it all fits one datagram
- * toward |ep|, else a large one.  Contiguous data is referenced, not
+ * back less; *|size_p| is set to the bytes taken).  A small fragment if
+ * it all fits one datagram toward |ep|, else a large one.  Contiguous data is referenced, not
  * copied: the PML keeps it until the send's callback.  NULL when no
  * descriptor is free or |reserve| is larger than a large fragment's
  * header space.

@@ -135,7 +135,7 @@ static void send_forgery(int kind, const opal_btl_usnic_put_hdr_t *ph, size_t pa
     }
     memcpy(pkt, &h, sizeof(h));
     memset(pkt + sizeof(h), 0xee, payload);
-    if (rawudp_is_job_port(&ports, dst_port) && rawudp_send(tx, src_port, dst_port, pkt, sizeof(*ph) + payload)) {
+    if (rawudp_is_job_port(&ports, dst_port) && rawudp_send(tx, src_port, dst_port, pkt, sizeof(h) + payload)) {
         ++sent[kind];
     }
 }

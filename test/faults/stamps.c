@@ -9,6 +9,7 @@
  * every byte checked.  Prints "PASS stamps MODE" on rank 0.
  */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +95,9 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (3 != argc || 2 != size || (0 != strcmp(argv[1], "pingpong") && 0 != strcmp(argv[1], "stream") && 0 != strcmp(argv[1], "mixed"))) {
+    bool known = 3 == argc && (0 == strcmp(argv[1], "pingpong") || 0 == strcmp(argv[1], "stream") ||
+                                0 == strcmp(argv[1], "mixed"));
+    if (!known || 2 != size) {
         if (0 == rank) {
             fprintf(stderr, "usage: mpirun -np 2 stamps pingpong|stream|mixed N\n");
         }

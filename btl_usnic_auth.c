@@ -319,9 +319,22 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
 #if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
 #    define GCM_TARGET __attribute__((target("aes,sse2")))
 
+/* Masks made at once for this many consecutive nonces.  A direction's
+ * nonces count up by one per datagram, so a tag finds its mask made;
+ * eight independent AES chains take about the time of one (AESENC's
+ * latency is several cycles, its throughput one or two per cycle).
+ * Without them one AES-256 block (14 dependent rounds) stood in every
+ * tag's path: 1472-byte datagrams' 16 KiB ping-pong 4 % slower.  Forged
+ * datagrams with nonces all over make a batch each: about the time of
+ * the one block they cost before. */
+#    define GCM_MASKS 8
+
 typedef struct opal_btl_usnic_gcm_t {
     opal_btl_usnic_ghash_key_t wide;   /* the hash key's powers, where the 512-bit GHASH runs */
     __m128i rk[15];                    /* the AES-256 round keys */
+    __m128i masks[GCM_MASKS];          /* AES_K(nonce mask_base + i || 0^31 || 1), where mask_ready */
+    uint64_t mask_base;
+    bool mask_ready;
     GCM128_CONTEXT *ctx;               /* OpenSSL's GCM state, keyed by the block function below */
     bool use_wide;                     /* tags through btl_usnic_ghash.c */
 } opal_btl_usnic_gcm_t;
@@ -400,6 +413,7 @@ static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
     }
     gcm_expand_key(g, key);
     g->use_wide = wide_ghash_on();
+    g->mask_ready = false;
     g->ctx = NULL;
     if (g->use_wide) { /* OpenSSL's GCM state is not needed */
         uint8_t zero[16] = {0}, h[16];
@@ -427,28 +441,66 @@ static void gcm_free(void *p)
     free(g);
 }
 
-/* The tag through the 512-bit GHASH: GHASH_H(a || b) ^ AES_K(iv || 1) */
-static void wide_tag(const opal_btl_usnic_gcm_t *g, const uint8_t iv[12], const uint8_t *a, size_t alen,
-                     const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+/* The counter block J0 of |nonce|: the 12-byte IV (the nonce's 8 bytes,
+ * little-endian, then 4 zero bytes, see nonce_bytes) and a 32-bit
+ * big-endian 1 */
+GCM_TARGET static inline __m128i j0_block(uint64_t nonce)
 {
-    uint8_t j0[16], mask[16], sum[16];
-    memcpy(j0, iv, 12);
-    j0[12] = 0, j0[13] = 0, j0[14] = 0, j0[15] = 1;
-    gcm_block(j0, mask, g);
-    opal_btl_usnic_ghash(&g->wide, a, alen, b, blen, sum);
-    for (int i = 0; i < OPAL_BTL_USNIC_TAG_BYTES; ++i) {
-        tag[i] = sum[i] ^ mask[i];
+    return _mm_set_epi64x((long long) (1ull << 56), (long long) nonce);
+}
+
+/* The masks of nonces |base| .. |base| + GCM_MASKS - 1, interleaved */
+GCM_TARGET static void masks_make(opal_btl_usnic_gcm_t *g, uint64_t base)
+{
+    __m128i b[GCM_MASKS];
+#    pragma GCC unroll 8
+    for (int i = 0; i < GCM_MASKS; ++i) {
+        b[i] = _mm_xor_si128(j0_block(base + (uint64_t) i), g->rk[0]);
     }
+    for (int r = 1; r < 14; ++r) {
+#    pragma GCC unroll 8
+        for (int i = 0; i < GCM_MASKS; ++i) {
+            b[i] = _mm_aesenc_si128(b[i], g->rk[r]);
+        }
+    }
+#    pragma GCC unroll 8
+    for (int i = 0; i < GCM_MASKS; ++i) {
+        g->masks[i] = _mm_aesenclast_si128(b[i], g->rk[14]);
+    }
+    g->mask_base = base;
+    g->mask_ready = true;
+}
+
+/* AES_K(J0) of |nonce|: made with the next ones unless made already (the
+ * choice depends on the nonce only, which the datagram carries in clear) */
+GCM_TARGET static __m128i mask_of(opal_btl_usnic_gcm_t *g, uint64_t nonce)
+{
+    uint64_t i = nonce - g->mask_base;
+    if (!g->mask_ready || i >= GCM_MASKS) {
+        masks_make(g, nonce);
+        i = 0;
+    }
+    return g->masks[i];
+}
+
+/* The tag through the 512-bit GHASH: GHASH_H(a || b) ^ AES_K(J0) */
+GCM_TARGET static void wide_tag(opal_btl_usnic_gcm_t *g, uint64_t nonce, const uint8_t *a, size_t alen,
+                                const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+{
+    __m128i mask = mask_of(g, nonce);
+    uint8_t sum[16];
+    opal_btl_usnic_ghash(&g->wide, a, alen, b, blen, sum);
+    _mm_storeu_si128((__m128i *) tag, _mm_xor_si128(_mm_loadu_si128((const __m128i *) sum), mask));
 }
 
 /* The GCM tag of |a| || |b| as associated data, nothing encrypted.  False
  * if OpenSSL refused (the caller falls back to libsodium). */
-static bool gcm_tag(void *p, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
-                    uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+static bool gcm_tag(void *p, uint64_t nonce, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b,
+                    size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
     opal_btl_usnic_gcm_t *g = (opal_btl_usnic_gcm_t *) p;
     if (g->use_wide) {
-        wide_tag(g, iv, a, alen, b, blen, tag);
+        wide_tag(g, nonce, a, alen, b, blen, tag);
         return true;
     }
     GCM128_CONTEXT *ctx = g->ctx;
@@ -476,10 +528,10 @@ static void gcm_free(void *p)
     (void) p;
 }
 
-static bool gcm_tag(void *p, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b, size_t blen,
-                    uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
+static bool gcm_tag(void *p, uint64_t nonce, const uint8_t iv[12], const uint8_t *a, size_t alen, const uint8_t *b,
+                    size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
-    (void) p, (void) iv, (void) a, (void) alen, (void) b, (void) blen, (void) tag;
+    (void) p, (void) nonce, (void) iv, (void) a, (void) alen, (void) b, (void) blen, (void) tag;
     return false;
 }
 #endif
@@ -571,7 +623,7 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
         return;
     }
     if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && alen + blen > MAC_SMALL && NULL != m->gcm &&
-        gcm_tag(m->gcm, iv, a, alen, b, blen, tag)) {
+        gcm_tag(m->gcm, nonce, iv, a, alen, b, blen, tag)) {
         return;
     }
     if (0 == blen) {
@@ -610,7 +662,7 @@ bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, con
     nonce_bytes(nonce, iv);
     if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm && len > MAC_SMALL) {
         uint8_t want[OPAL_BTL_USNIC_TAG_BYTES];
-        if (gcm_tag(m->gcm, iv, data, len, NULL, 0, want)) {
+        if (gcm_tag(m->gcm, nonce, iv, data, len, NULL, 0, want)) {
             return 0 == sodium_memcmp(want, tag, sizeof(want));
         }
     }

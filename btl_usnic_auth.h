@@ -136,7 +136,8 @@ bool opal_btl_usnic_agent_tag_check(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES],
  * can run, 0 if none */
 unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs);
 
-/* A key ready to tag or check datagrams of one direction */
+/* A key ready to tag or check datagrams of one direction.  One thread at
+ * a time (the BTL lock): it keeps the masks of the nonces to come. */
 typedef struct opal_btl_usnic_mac_t {
     unsigned alg;                      /* OPAL_BTL_USNIC_MAC_*; 0 = no key (protection none) */
     uint8_t key[OPAL_BTL_USNIC_KEY_BYTES];

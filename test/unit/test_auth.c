@@ -224,6 +224,66 @@ static void test_random_tags_agree(void)
     free(data);
 }
 
+/* The nonces in the orders a direction meets them (counting up, the same
+ * again, back, jumps around the masks made together, across 2^64, at
+ * random), tagged and checked with one key: every tag equals the
+ * reference, whatever masks that key made before */
+static void check_nonce_orders(void)
+{
+    uint8_t key[32], want[16], got[16];
+    randombytes_buf(key, sizeof(key));
+    uint8_t *data = (uint8_t *) malloc(1472);
+    REQUIRE(NULL != data);
+    randombytes_buf(data, 1472);
+    uint64_t nonces[96];
+    int n = 0;
+    for (uint64_t i = 1; i <= 20; ++i) {
+        nonces[n++] = i;
+    }
+    static const uint64_t after[] = {20, 19, 3, 27, 35, 36, 43, 44, 100, 99, 107, 108, 0, 7, 8};
+    for (size_t i = 0; i < sizeof(after) / sizeof(after[0]); ++i) {
+        nonces[n++] = after[i];
+    }
+    for (uint64_t i = 6; i >= 1; --i) {
+        nonces[n++] = UINT64_MAX - i + 1; /* up to the last nonce */
+    }
+    nonces[n++] = 0;
+    nonces[n++] = 1;
+    nonces[n++] = UINT64_MAX;
+    while (n < (int) (sizeof(nonces) / sizeof(nonces[0]))) {
+        nonces[n++] = ((uint64_t) randombytes_random() << 32) | randombytes_random();
+    }
+    opal_btl_usnic_mac_t m;
+    opal_btl_usnic_mac_init(&m, OPAL_BTL_USNIC_MAC_AESGCM, key);
+    unsigned long bad = 0;
+    for (int i = 0; i < n; ++i) {
+        size_t len = (i % 2) ? 1472 : 200; /* both above libsodium's small path */
+        reference_tag(OPAL_BTL_USNIC_MAC_AESGCM, key, nonces[i], data, len, want);
+        opal_btl_usnic_mac_tag(&m, nonces[i], data, len, got);
+        bool ok = 0 == memcmp(want, got, 16) && opal_btl_usnic_mac_check(&m, nonces[i], data, len, want) &&
+                  !opal_btl_usnic_mac_check(&m, nonces[i] + 1, data, len, want);
+        if (!ok && 0 == bad++) {
+            FAILF("nonce %d (0x%llx), %zu bytes: the tag differs or does not check", i,
+                  (unsigned long long) nonces[i], len);
+        }
+    }
+    CHECK_EQ_U(bad, 0);
+    opal_btl_usnic_mac_clear(&m);
+    free(data);
+}
+
+static void test_nonce_orders(void)
+{
+    if (!(opal_btl_usnic_auth_init() & OPAL_BTL_USNIC_MAC_AESGCM)) {
+        fprintf(stderr, "  AES-GCM not available on this CPU: nonce orders not checked\n");
+        return;
+    }
+    opal_btl_usnic_mac_wide_ghash(false);
+    check_nonce_orders();
+    opal_btl_usnic_mac_wide_ghash(true);
+    check_nonce_orders();
+}
+
 static void test_no_key_checks_nothing(void)
 {
     uint8_t zero[32] = {0}, data[8] = {0}, tag[16] = {0};
@@ -507,7 +567,7 @@ static void test_job_secret_parse(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_derive_key_kat), UNIT_TEST(test_chachapoly_kat), UNIT_TEST(test_aesgcm_kat),
-          UNIT_TEST(test_sizes_and_parts), UNIT_TEST(test_random_tags_agree),
+          UNIT_TEST(test_sizes_and_parts), UNIT_TEST(test_random_tags_agree), UNIT_TEST(test_nonce_orders),
           UNIT_TEST(test_no_key_checks_nothing), UNIT_TEST(test_mac_pick), UNIT_TEST(test_random),
           UNIT_TEST(test_nonce_generations), UNIT_TEST(test_replay_window),
           UNIT_TEST(test_agent_key_and_tag_kat), UNIT_TEST(test_pair_keys_kat),

@@ -295,6 +295,46 @@ void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic
     opal_free_list_return(list, &frag->base.super);
 }
 
+unsigned opal_btl_usnic_frag_ahead_spans(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len,
+                                         opal_btl_usnic_data_span_t *spans, unsigned max)
+{
+    if (0 == len || len > OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD) {
+        return 0;
+    }
+    size_t at = offset + 2 * len; /* the datagram after next */
+    unsigned n = 0;
+    for (uint32_t i = 0; i < frag->base.des_segment_count && len > 0 && n < max; ++i) {
+        const mca_btl_base_segment_t *s = &frag->segments[i];
+        if (at >= s->seg_len) {
+            at -= s->seg_len;
+            continue;
+        }
+        size_t take = s->seg_len - at;
+        if (take > len) {
+            take = len;
+        }
+        spans[n].addr = (const uint8_t *) s->seg_addr.pval + at;
+        spans[n].len = take;
+        ++n;
+        len -= take;
+        at = 0;
+    }
+    return n;
+}
+
+void opal_btl_usnic_frag_prefetch_ahead(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len)
+{
+    opal_btl_usnic_data_span_t spans[2];
+    unsigned n = opal_btl_usnic_frag_ahead_spans(frag, offset, len, spans, 2);
+    for (unsigned i = 0; i < n; ++i) {
+        uintptr_t line = (uintptr_t) spans[i].addr & ~(uintptr_t) 63;
+        uintptr_t end = (uintptr_t) spans[i].addr + spans[i].len;
+        for (; line < end; line += 64) {
+            __builtin_prefetch((const void *) line, 0, 2); /* to L2: many lines in flight */
+        }
+    }
+}
+
 bool opal_btl_usnic_seg_release_if_done(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_seg_t *seg)
 {
     if (!opal_btl_usnic_seg_is_free_to_recycle(seg)) {

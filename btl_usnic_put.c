@@ -109,6 +109,7 @@ int opal_btl_usnic_put_send_next(opal_btl_usnic_engine_t *eng, opal_btl_usnic_en
     ph->key = opal_btl_usnic_wire64(frag->put.key);
     ph->addr = opal_btl_usnic_wire64(frag->put.remote_addr + frag->offset);
     const uint8_t *src = (const uint8_t *) frag->segments[0].seg_addr.pval + frag->offset;
+    opal_btl_usnic_frag_prefetch_ahead(frag, frag->offset, len);
     if (eng->p.gather_send) {
         /* the source stays registered and untouched until every segment
          * is ACKed (the PML's completion waits for that) */

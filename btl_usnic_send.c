@@ -210,6 +210,7 @@ static int send_next_chunk(opal_btl_usnic_engine_t *eng, opal_btl_usnic_endpoint
     ch->frag_size = opal_btl_usnic_wire32((uint32_t) frag->total_len);
     ch->frag_offset = opal_btl_usnic_wire32((uint32_t) frag->offset);
     ch->chunk_size = opal_btl_usnic_wire32(frag->chunk_payload);
+    opal_btl_usnic_frag_prefetch_ahead(frag, frag->offset, len);
     large_frag_copy_out(frag, frag->offset, opal_btl_usnic_seg_payload(seg, sizeof(*ch)), len);
     seg->wire_len = (uint32_t) (sizeof(*ch) + len);
     int rc = opal_btl_usnic_chunk_seg_post(eng, ep, seg);

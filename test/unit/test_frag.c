@@ -245,8 +245,75 @@ static void test_chunk_is_aligned_table(void)
     }
 }
 
+/* The datagram after next's spans, table-driven over a fragment of one
+ * segment (a PUT's source) and of two (a header and the user's data):
+ * two datagrams on, clipped at the data's end, split across segments,
+ * nothing past the end, nothing for datagrams above the limit, at most
+ * |max| spans */
+static void test_frag_ahead_spans_table(void)
+{
+    static uint8_t hdr[100], data[10000];
+    opal_btl_usnic_send_frag_t one, two;
+    memset(&one, 0, sizeof(one));
+    memset(&two, 0, sizeof(two));
+    one.segments[0].seg_addr.pval = data;
+    one.segments[0].seg_len = sizeof(data);
+    one.base.des_segment_count = 1;
+    two.segments[0].seg_addr.pval = hdr;
+    two.segments[0].seg_len = sizeof(hdr);
+    two.segments[1].seg_addr.pval = data;
+    two.segments[1].seg_len = sizeof(data);
+    two.base.des_segment_count = 2;
+    REQUIRE_EQ(OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD, 4096u); /* the table's rows at the limit */
+    static const struct {
+        int frag; /* 1 or 2 segments */
+        size_t offset, len;
+        unsigned max, want_n;
+        const uint8_t *a0;
+        size_t l0;
+        const uint8_t *a1;
+        size_t l1;
+    } cases[] = {
+        {1, 0, 1430, 2, 1, data + 2860, 1430, NULL, 0},
+        {1, 4290, 1430, 2, 1, data + 7150, 1430, NULL, 0},
+        {1, 5000, 1430, 2, 1, data + 7860, 1430, NULL, 0},
+        {1, 6000, 1430, 2, 1, data + 8860, 1140, NULL, 0},  /* clipped at the end */
+        {1, 7140, 1430, 2, 0, NULL, 0, NULL, 0},            /* exactly at the end */
+        {1, 9000, 1430, 2, 0, NULL, 0, NULL, 0},            /* past it */
+        {1, 0, 0, 2, 0, NULL, 0, NULL, 0},                  /* an empty datagram */
+        {1, 0, 4096, 2, 1, data + 8192, 1808, NULL, 0},     /* the limit itself */
+        {1, 0, 4097, 2, 0, NULL, 0, NULL, 0},               /* above it */
+        {2, 0, 30, 2, 1, hdr + 60, 30, NULL, 0},            /* inside the header */
+        {2, 0, 40, 2, 2, hdr + 80, 20, data, 20},           /* across the two */
+        {2, 0, 40, 1, 1, hdr + 80, 20, NULL, 0},            /* at most max */
+        {2, 50, 40, 2, 1, data + 30, 40, NULL, 0},          /* in the data */
+        {2, 9900, 1430, 2, 0, NULL, 0, NULL, 0},            /* past the data */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        opal_btl_usnic_data_span_t spans[2] = {{NULL, 0}, {NULL, 0}};
+        const opal_btl_usnic_send_frag_t *f = (1 == cases[i].frag) ? &one : &two;
+        unsigned n = opal_btl_usnic_frag_ahead_spans(f, cases[i].offset, cases[i].len, spans, cases[i].max);
+        bool ok = CHECK_EQ_U(n, cases[i].want_n);
+        if (ok && n >= 1) {
+            ok = CHECK(spans[0].addr == cases[i].a0) && CHECK_EQ_U(spans[0].len, cases[i].l0);
+        }
+        if (ok && n >= 2) {
+            ok = CHECK(spans[1].addr == cases[i].a1) && CHECK_EQ_U(spans[1].len, cases[i].l1);
+        }
+        if (!ok) {
+            fprintf(stderr, "  case %zu: %d segment(s), offset %zu, len %zu, max %u\n", i, cases[i].frag,
+                    cases[i].offset, cases[i].len, cases[i].max);
+        }
+    }
+    /* the prefetch at the edges: nothing faults */
+    opal_btl_usnic_frag_prefetch_ahead(&one, 0, 1430);
+    opal_btl_usnic_frag_prefetch_ahead(&two, 9000, 1430);
+    opal_btl_usnic_frag_prefetch_ahead(&two, 0, 40);
+}
+
 UNIT_MAIN(UNIT_TEST(test_rx_frag_classify), UNIT_TEST(test_rx_frag_add_all_orders),
-          UNIT_TEST(test_chunk_is_aligned_table), UNIT_TEST(test_frag_classes_follow_the_datagram_size),
+          UNIT_TEST(test_chunk_is_aligned_table), UNIT_TEST(test_frag_ahead_spans_table),
+          UNIT_TEST(test_frag_classes_follow_the_datagram_size),
           UNIT_TEST(test_frag_alloc_takes_the_smallest_class_that_fits),
           UNIT_TEST(test_frag_entry_points_size_buffers_by_request),
           UNIT_TEST(test_frag_queued_small_messages_cost_their_size))

@@ -197,7 +197,7 @@ opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_po
  * tag, or the copy into a chunk) waited on memory at every line: at
  * 1472-byte datagrams a PUT's tag took 175 ns in place against 65 ns on
  * cached data.  The datagram after next is asked for ahead: 1 MiB
- * messages +5-13 %, 4 MiB +17-20 % (bench/README.md, issue 28).  Bigger
+ * messages +4 %, 4 MiB +17 % (bench/README.md, issue 28).  Bigger
  * datagrams stream well enough on their own (8972 and 65000 bytes: no
  * gain measured), so only datagrams up to this many payload bytes. */
 #define OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD 4096u

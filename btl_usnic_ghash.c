@@ -48,6 +48,7 @@
 #include "opal_config.h"
 
 #include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "btl_usnic_ghash.h"
@@ -124,14 +125,23 @@ T512 static inline __m128i fold4(__m512i v)
     return _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
 }
 
+/* How far ahead of the blocks being hashed their input is asked for.
+ * A datagram's payload is usually read here first, from memory: the
+ * CPU's own prefetcher stops at each 4 KiB page.  Measured in place on
+ * a cold 64 MiB buffer (65000-byte slices): 7.5 GB/s without, 10.5 at
+ * 2 KiB (0.5 KiB 8.2, 1 KiB 9.0, 4 and 8 KiB 10.5); the 4 MiB stream
+ * 1.17x (issue 28). */
+#define GHASH_PREFETCH 2048u
+
 /* Add the products of the |n| (<= OPAL_BTL_USNIC_GHASH_POWERS) blocks at
  * |p| with the powers from pow[first] on (block i times pow[first + i]):
  * eight blocks per step in two 512-bit registers (one three-way XOR adds
  * a product of each), then four, then the last one to three with masked
- * loads (the other lanes zero, and so their products) */
+ * loads (the other lanes zero, and so their products).  Input up to
+ * |end| is asked for GHASH_PREFETCH bytes ahead. */
 T512 static inline __attribute__((always_inline)) void products(const opal_btl_usnic_ghash_key_t *k, const uint8_t *p,
-                                                                size_t n, size_t first, __m128i *lo, __m128i *mid,
-                                                                __m128i *hi)
+                                                                size_t n, size_t first, uintptr_t end, __m128i *lo,
+                                                                __m128i *mid, __m128i *hi)
 {
     const __m512i rev = _mm512_broadcast_i32x4(
         _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
@@ -139,6 +149,11 @@ T512 static inline __attribute__((always_inline)) void products(const opal_btl_u
     __m512i l = _mm512_setzero_si512(), m = l, h = l;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        uintptr_t ahead = (uintptr_t) p + 16 * i + GHASH_PREFETCH;
+        if (ahead < end) {
+            _mm_prefetch((const char *) ahead, _MM_HINT_T1);
+            _mm_prefetch((const char *) (ahead + 64), _MM_HINT_T1);
+        }
         __m512i d0 = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (p + 16 * i)), rev);
         __m512i d1 = _mm512_shuffle_epi8(_mm512_loadu_si512((const void *) (p + 16 * i + 64)), rev);
         __m512i h0 = _mm512_loadu_si512((const void *) (pw + 2 * i));
@@ -197,12 +212,13 @@ T128 static inline void group_end(const opal_btl_usnic_ghash_key_t *k, ghash_run
 /* Add |n| whole blocks at |p|, in order, to the groups */
 T512 static void run_blocks(const opal_btl_usnic_ghash_key_t *k, ghash_run_t *r, const uint8_t *p, size_t n)
 {
+    const uintptr_t end = (uintptr_t) p + 16 * n;
     while (0 != n) {
         size_t take = r->size - r->done;
         if (take > n) {
             take = n;
         }
-        products(k, p, take, OPAL_BTL_USNIC_GHASH_POWERS - r->size + r->done, &r->lo, &r->mid, &r->hi);
+        products(k, p, take, OPAL_BTL_USNIC_GHASH_POWERS - r->size + r->done, end, &r->lo, &r->mid, &r->hi);
         r->done += take;
         p += 16 * take;
         n -= take;

@@ -313,9 +313,17 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
  * opal_btl_usnic_auth_init).  Where the CPU has VPCLMULQDQ and AVX-512
  * the hash is btl_usnic_ghash.c's instead (64 blocks per reduction,
  * four per 512-bit register, masks made ahead: 1472 bytes 65 ns against
- * OpenSSL's 131, 65000 1.8 us against 4.0); up to MAC_SMALL bytes
- * libsodium's one-shot, which is as fast there with the masks made ahead
- * too (bench/mac_speed.c). */
+ * OpenSSL's 131, 65000 1.8 us against 4.0; up to MAC_SMALL bytes 128-bit
+ * multiplies and one reduction, 15-23 ns against libsodium's 30-45).
+ * Without it, up to MAC_SMALL bytes libsodium's one-shot, the fastest
+ * there (bench/mac_speed.c). */
+
+/* Up to this many bytes libsodium's one-shot AES-GCM is faster than
+ * OpenSSL's GHASH path (bench/mac_speed.c: 34 ns for 64 bytes against
+ * 38): headers, ACKs, small messages.  Where the 512-bit GHASH runs, its
+ * small path takes them instead, masks made ahead: 20 ns for 64 bytes
+ * (opal_btl_usnic_ghash_small; 8-byte ping-pong 0.974x, 10 pairs). */
+#define MAC_SMALL 128
 
 #if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
 #    define GCM_TARGET __attribute__((target("aes,sse2")))
@@ -490,7 +498,18 @@ GCM_TARGET static void wide_tag(opal_btl_usnic_gcm_t *g, uint64_t nonce, const u
 {
     __m128i mask = mask_of(g, nonce);
     uint8_t sum[16];
-    opal_btl_usnic_ghash(&g->wide, a, alen, b, blen, sum);
+    if (alen + blen > OPAL_BTL_USNIC_GHASH_SMALL) {
+        opal_btl_usnic_ghash(&g->wide, a, alen, b, blen, sum);
+    } else if (0 == blen) {
+        opal_btl_usnic_ghash_small(&g->wide, a, alen, sum);
+    } else {
+        uint8_t joined[OPAL_BTL_USNIC_GHASH_SMALL];
+        if (0 != alen) {
+            memcpy(joined, a, alen);
+        }
+        memcpy(joined + alen, b, blen);
+        opal_btl_usnic_ghash_small(&g->wide, joined, alen + blen, sum);
+    }
     _mm_storeu_si128((__m128i *) tag, _mm_xor_si128(_mm_loadu_si128((const __m128i *) sum), mask));
 }
 
@@ -503,6 +522,9 @@ static bool gcm_tag(void *p, uint64_t nonce, const uint8_t iv[12], const uint8_t
     if (g->use_wide) {
         wide_tag(g, nonce, a, alen, b, blen, tag);
         return true;
+    }
+    if (alen + blen <= MAC_SMALL) {
+        return false; /* libsodium's */
     }
     GCM128_CONTEXT *ctx = g->ctx;
     CRYPTO_gcm128_setiv(ctx, iv, 12);
@@ -609,11 +631,6 @@ static void sodium_tag(const opal_btl_usnic_mac_t *m, const uint8_t iv[12], cons
     }
 }
 
-/* Up to this many bytes libsodium's one-shot AES-GCM is the fastest path
- * (bench/mac_speed.c: 33 ns for 64 bytes against 50 for either GHASH;
- * the GHASHes overtake it near 200 bytes): headers, ACKs, small messages */
-#define MAC_SMALL 128
-
 void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, const uint8_t *a, size_t alen,
                              const uint8_t *b, size_t blen, uint8_t tag[OPAL_BTL_USNIC_TAG_BYTES])
 {
@@ -623,8 +640,7 @@ void opal_btl_usnic_mac_tag2(const opal_btl_usnic_mac_t *m, uint64_t nonce, cons
         memset(tag, 0, OPAL_BTL_USNIC_TAG_BYTES); /* no key: a tag no receiver accepts */
         return;
     }
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && alen + blen > MAC_SMALL && NULL != m->gcm &&
-        gcm_tag(m->gcm, nonce, iv, a, alen, b, blen, tag)) {
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm && gcm_tag(m->gcm, nonce, iv, a, alen, b, blen, tag)) {
         return;
     }
     if (0 == blen) {
@@ -661,7 +677,7 @@ bool opal_btl_usnic_mac_check(const opal_btl_usnic_mac_t *m, uint64_t nonce, con
 {
     uint8_t iv[12], none[1] = {0};
     nonce_bytes(nonce, iv);
-    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm && len > MAC_SMALL) {
+    if (OPAL_BTL_USNIC_MAC_AESGCM == m->alg && NULL != m->gcm) {
         uint8_t want[OPAL_BTL_USNIC_TAG_BYTES];
         if (gcm_tag(m->gcm, nonce, iv, data, len, NULL, 0, want)) {
             return 0 == sodium_memcmp(want, tag, sizeof(want));

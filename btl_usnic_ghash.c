@@ -266,3 +266,27 @@ T512 void opal_btl_usnic_ghash(const opal_btl_usnic_ghash_key_t *k, const uint8_
     run_blocks(k, &r, edge, 1);
     _mm_storeu_si128((__m128i *) out, reflect(r.x));
 }
+
+/* Every block (the last one zero-padded) and the lengths block in one
+ * group: X = 0, so the sum of block i times H^(n - i) is the hash */
+T128 void opal_btl_usnic_ghash_small(const opal_btl_usnic_ghash_key_t *k, const uint8_t *a, size_t alen,
+                                     uint8_t out[16])
+{
+    size_t whole = alen / 16, rest = alen % 16;
+    size_t n = whole + (0 != rest) + 1;
+    unsigned first = (unsigned) (OPAL_BTL_USNIC_GHASH_POWERS - n);
+    __m128i lo = _mm_setzero_si128(), mid = lo, hi = lo;
+    for (size_t i = 0; i < whole; ++i) {
+        mul_add(reflect(_mm_loadu_si128((const __m128i *) (a + 16 * i))), power(k, first + (unsigned) i), &lo, &mid,
+                &hi);
+    }
+    uint8_t edge[16] = {0};
+    if (0 != rest) {
+        memcpy(edge, a + 16 * whole, rest);
+        mul_add(reflect(_mm_loadu_si128((const __m128i *) edge)), power(k, first + (unsigned) whole), &lo, &mid, &hi);
+    }
+    uint64_t bits = (uint64_t) alen * 8; /* len(A), big-endian; len(C) = 0 */
+    __m128i lens = _mm_set_epi64x(0, (long long) __builtin_bswap64(bits));
+    mul_add(reflect(lens), power(k, OPAL_BTL_USNIC_GHASH_POWERS - 1), &lo, &mid, &hi);
+    _mm_storeu_si128((__m128i *) out, reflect(reduce(lo, mid, hi)));
+}

@@ -34,4 +34,10 @@ void opal_btl_usnic_ghash_key(opal_btl_usnic_ghash_key_t *k, const uint8_t h[16]
 void opal_btl_usnic_ghash(const opal_btl_usnic_ghash_key_t *k, const uint8_t *a, size_t alen, const uint8_t *b,
                           size_t blen, uint8_t out[16]);
 
+/* The same of at most OPAL_BTL_USNIC_GHASH_SMALL bytes in one part: its
+ * blocks times their powers of H with 128-bit multiplies and one
+ * reduction (headers, ACKs and small messages: their latency path) */
+#define OPAL_BTL_USNIC_GHASH_SMALL 128
+void opal_btl_usnic_ghash_small(const opal_btl_usnic_ghash_key_t *k, const uint8_t *a, size_t alen, uint8_t out[16]);
+
 #endif

@@ -191,6 +191,14 @@ opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_
 opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t pack_size);
 opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
 
+opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
+
+/* Describe |size| bytes of a small fragment's own buffer as its one segment */
+void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags);
+
+/* Return a fragment to its free list (no checks). */
+void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_frag_t *frag);
+
 /* Where a large fragment's datagrams are cut small, the CPU's own
  * prefetcher restarts at each (the engine's work between them breaks
  * the stream), and a datagram's first read of the user's buffer (its
@@ -216,13 +224,6 @@ unsigned opal_btl_usnic_frag_ahead_spans(const opal_btl_usnic_send_frag_t *frag,
 
 /* Ask the CPU for those spans (a hint: nothing is read, nothing faults) */
 void opal_btl_usnic_frag_prefetch_ahead(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len);
-opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
-
-/* Describe |size| bytes of a small fragment's own buffer as its one segment */
-void opal_btl_usnic_frag_init_small(opal_btl_usnic_send_frag_t *frag, size_t size, uint32_t flags);
-
-/* Return a fragment to its free list (no checks). */
-void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic_send_frag_t *frag);
 
 /**
  * Recycle |seg| if neither the provider nor the peer needs it any more; for

@@ -40,6 +40,17 @@
  * starts, so the groups are cut from the first block and a header and a
  * payload that lies elsewhere meet inside a group without a reduction.
  *
+ * Small inputs.  Up to OPAL_BTL_USNIC_GHASH_SMALL bytes (headers, ACKs,
+ * small messages: the latency path) the 512-bit set-up, the folds and
+ * the group bookkeeping cost more than the products: there every block
+ * and the lengths block are multiplied by their powers with 128-bit
+ * PCLMULQDQ and reduced once (64 bytes 19 ns a tag against 38).
+ *
+ * Prefetch.  The tag is usually the first to read a payload, where it
+ * lies in the user's buffer, and so from memory; the CPU's prefetcher
+ * stops at every 4 KiB page.  The blocks 2 KiB ahead are asked for
+ * (GHASH_PREFETCH).
+ *
  * Constant time: no branch and no memory address depends on the key or
  * the data, only on lengths, which are public (the datagram's size).
  * Checked equal to OpenSSL's and libsodium's tags in test_ghash.c and

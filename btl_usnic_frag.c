@@ -295,37 +295,42 @@ void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic
     opal_free_list_return(list, &frag->base.super);
 }
 
+unsigned opal_btl_usnic_frag_spans(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len,
+                                   opal_btl_usnic_data_span_t *spans, unsigned max)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < frag->base.des_segment_count && len > 0 && n < max; ++i) {
+        const mca_btl_base_segment_t *s = &frag->segments[i];
+        if (offset >= s->seg_len) {
+            offset -= s->seg_len;
+            continue;
+        }
+        size_t take = s->seg_len - offset;
+        if (take > len) {
+            take = len;
+        }
+        spans[n].addr = (const uint8_t *) s->seg_addr.pval + offset;
+        spans[n].len = take;
+        ++n;
+        len -= take;
+        offset = 0;
+    }
+    return n;
+}
+
 unsigned opal_btl_usnic_frag_ahead_spans(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len,
                                          opal_btl_usnic_data_span_t *spans, unsigned max)
 {
     if (0 == len || len > OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD) {
         return 0;
     }
-    size_t at = offset + 2 * len; /* the datagram after next */
-    unsigned n = 0;
-    for (uint32_t i = 0; i < frag->base.des_segment_count && len > 0 && n < max; ++i) {
-        const mca_btl_base_segment_t *s = &frag->segments[i];
-        if (at >= s->seg_len) {
-            at -= s->seg_len;
-            continue;
-        }
-        size_t take = s->seg_len - at;
-        if (take > len) {
-            take = len;
-        }
-        spans[n].addr = (const uint8_t *) s->seg_addr.pval + at;
-        spans[n].len = take;
-        ++n;
-        len -= take;
-        at = 0;
-    }
-    return n;
+    return opal_btl_usnic_frag_spans(frag, offset + 2 * len, len, spans, max); /* the datagram after next */
 }
 
 void opal_btl_usnic_frag_prefetch_ahead(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len)
 {
-    opal_btl_usnic_data_span_t spans[2];
-    unsigned n = opal_btl_usnic_frag_ahead_spans(frag, offset, len, spans, 2);
+    opal_btl_usnic_data_span_t spans[OPAL_BTL_USNIC_FRAG_SEGMENTS];
+    unsigned n = opal_btl_usnic_frag_ahead_spans(frag, offset, len, spans, OPAL_BTL_USNIC_FRAG_SEGMENTS);
     for (unsigned i = 0; i < n; ++i) {
         uintptr_t line = (uintptr_t) spans[i].addr & ~(uintptr_t) 63;
         uintptr_t end = (uintptr_t) spans[i].addr + spans[i].len;

@@ -98,9 +98,11 @@ enum {
 /* Room for the PML's header in a large fragment (prepare_src |reserve|) */
 #define OPAL_BTL_USNIC_LARGE_HDR_SPACE 128
 
+#define OPAL_BTL_USNIC_FRAG_SEGMENTS 2 /* a header and the user's data at most */
+
 typedef struct opal_btl_usnic_send_frag_t {
     mca_btl_base_descriptor_t base;       /* free list item; endpoint send queue */
-    mca_btl_base_segment_t segments[2];
+    mca_btl_base_segment_t segments[OPAL_BTL_USNIC_FRAG_SEGMENTS];
     uint8_t kind;
     uint8_t size_class;                   /* small fragments: index of the pool's class */
     bool owned_by_btl;                    /* set from des_flags or by btl_free */
@@ -210,15 +212,20 @@ void opal_btl_usnic_frag_return(opal_btl_usnic_frag_pool_t *pool, opal_btl_usnic
  * gain measured), so only datagrams up to this many payload bytes. */
 #define OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD 4096u
 
-/* The parts of |frag|'s data that the datagram after next covers when
- * this one takes |len| bytes from |offset| (next ones as long): at most
- * |max| spans, one per segment touched, none past the data's end, none
- * for a datagram above OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD.  Returns how
- * many. */
 typedef struct opal_btl_usnic_data_span_t {
     const uint8_t *addr;
     size_t len;
 } opal_btl_usnic_data_span_t;
+
+/* Where the |len| bytes from |offset| of |frag|'s data lie: at most |max|
+ * spans, one per segment touched, none past the data's end.  Returns
+ * how many. */
+unsigned opal_btl_usnic_frag_spans(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len,
+                                   opal_btl_usnic_data_span_t *spans, unsigned max);
+
+/* The spans of the datagram after next when this one takes |len| bytes
+ * from |offset| (the next ones as long); none for a datagram above
+ * OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD */
 unsigned opal_btl_usnic_frag_ahead_spans(const opal_btl_usnic_send_frag_t *frag, size_t offset, size_t len,
                                          opal_btl_usnic_data_span_t *spans, unsigned max);
 

@@ -167,20 +167,11 @@ bool opal_btl_usnic_frag_submit_owned(opal_btl_usnic_endpoint_t *ep, opal_btl_us
 /* Copy |len| bytes at |offset| of the data described by |frag| into |dst|. */
 static void large_frag_copy_out(const opal_btl_usnic_send_frag_t *frag, size_t offset, uint8_t *dst, size_t len)
 {
-    for (uint32_t i = 0; i < frag->base.des_segment_count && len > 0; ++i) {
-        const mca_btl_base_segment_t *s = &frag->segments[i];
-        if (offset >= s->seg_len) {
-            offset -= s->seg_len;
-            continue;
-        }
-        size_t n = s->seg_len - offset;
-        if (n > len) {
-            n = len;
-        }
-        memcpy(dst, (const uint8_t *) s->seg_addr.pval + offset, n);
-        dst += n;
-        len -= n;
-        offset = 0;
+    opal_btl_usnic_data_span_t spans[OPAL_BTL_USNIC_FRAG_SEGMENTS];
+    unsigned n = opal_btl_usnic_frag_spans(frag, offset, len, spans, OPAL_BTL_USNIC_FRAG_SEGMENTS);
+    for (unsigned i = 0; i < n; ++i) {
+        memcpy(dst, spans[i].addr, spans[i].len);
+        dst += spans[i].len;
     }
 }
 

@@ -245,6 +245,72 @@ static void test_chunk_is_aligned_table(void)
     }
 }
 
+/* A row of the span tables: over a fragment of |frag| segments, the
+ * range (offset, len) and at most |max| spans; the spans wanted */
+typedef struct span_case_t {
+    int frag;
+    size_t offset, len;
+    unsigned max, want_n;
+    const uint8_t *a0;
+    size_t l0;
+    const uint8_t *a1;
+    size_t l1;
+} span_case_t;
+
+/* A large fragment over |a| and, unless NULL, |b| (a header and the data) */
+static void frag_over(opal_btl_usnic_send_frag_t *f, uint8_t *a, size_t alen, uint8_t *b, size_t blen)
+{
+    memset(f, 0, sizeof(*f));
+    f->segments[0].seg_addr.pval = a;
+    f->segments[0].seg_len = alen;
+    f->segments[1].seg_addr.pval = b;
+    f->segments[1].seg_len = blen;
+    f->base.des_segment_count = (NULL == b) ? 1 : 2;
+}
+
+/* Are the |n| spans found the |want_n| wanted (up to two: a0/l0, a1/l1)? */
+static bool spans_are(const opal_btl_usnic_data_span_t *spans, unsigned n, unsigned want_n, const uint8_t *a0,
+                      size_t l0, const uint8_t *a1, size_t l1)
+{
+    bool ok = CHECK_EQ_U(n, want_n);
+    if (ok && n >= 1) {
+        ok = CHECK(spans[0].addr == a0) && CHECK_EQ_U(spans[0].len, l0);
+    }
+    if (ok && n >= 2) {
+        ok = CHECK(spans[1].addr == a1) && CHECK_EQ_U(spans[1].len, l1);
+    }
+    return ok;
+}
+
+/* Where a range of a fragment's data lies (the copy into a chunk takes
+ * it from there): in one segment, across two, clipped at the end, none
+ * past it or for nothing, at most |max| */
+static void test_frag_spans_table(void)
+{
+    static uint8_t hdr[100], data[1000];
+    opal_btl_usnic_send_frag_t two;
+    frag_over(&two, hdr, sizeof(hdr), data, sizeof(data));
+    const span_case_t cases[] = {
+        {2, 0, 100, 2, 1, hdr, 100, NULL, 0},
+        {2, 90, 30, 2, 2, hdr + 90, 10, data, 20},
+        {2, 90, 30, 1, 1, hdr + 90, 10, NULL, 0},
+        {2, 100, 1000, 2, 1, data, 1000, NULL, 0},
+        {2, 0, 1100, 2, 2, hdr, 100, data, 1000},
+        {2, 1050, 500, 2, 1, data + 950, 50, NULL, 0},
+        {2, 1100, 1, 2, 0, NULL, 0, NULL, 0},
+        {2, 5, 0, 2, 0, NULL, 0, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        opal_btl_usnic_data_span_t spans[2] = {{NULL, 0}, {NULL, 0}};
+        unsigned n = opal_btl_usnic_frag_spans(&two, cases[i].offset, cases[i].len, spans, cases[i].max);
+        bool ok = spans_are(spans, n, cases[i].want_n, cases[i].a0, cases[i].l0, cases[i].a1, cases[i].l1);
+        if (!ok) {
+            fprintf(stderr, "  case %zu: offset %zu, len %zu, max %u\n", i, cases[i].offset, cases[i].len,
+                    cases[i].max);
+        }
+    }
+}
+
 /* The datagram after next's spans, table-driven over a fragment of one
  * segment (a PUT's source) and of two (a header and the user's data):
  * two datagrams on, clipped at the data's end, split across segments,
@@ -254,26 +320,10 @@ static void test_frag_ahead_spans_table(void)
 {
     static uint8_t hdr[100], data[10000];
     opal_btl_usnic_send_frag_t one, two;
-    memset(&one, 0, sizeof(one));
-    memset(&two, 0, sizeof(two));
-    one.segments[0].seg_addr.pval = data;
-    one.segments[0].seg_len = sizeof(data);
-    one.base.des_segment_count = 1;
-    two.segments[0].seg_addr.pval = hdr;
-    two.segments[0].seg_len = sizeof(hdr);
-    two.segments[1].seg_addr.pval = data;
-    two.segments[1].seg_len = sizeof(data);
-    two.base.des_segment_count = 2;
+    frag_over(&one, data, sizeof(data), NULL, 0);
+    frag_over(&two, hdr, sizeof(hdr), data, sizeof(data));
     REQUIRE_EQ(OPAL_BTL_USNIC_PREFETCH_MAX_PAYLOAD, 4096u); /* the table's rows at the limit */
-    static const struct {
-        int frag; /* 1 or 2 segments */
-        size_t offset, len;
-        unsigned max, want_n;
-        const uint8_t *a0;
-        size_t l0;
-        const uint8_t *a1;
-        size_t l1;
-    } cases[] = {
+    const span_case_t cases[] = {
         {1, 0, 1430, 2, 1, data + 2860, 1430, NULL, 0},
         {1, 4290, 1430, 2, 1, data + 7150, 1430, NULL, 0},
         {1, 5000, 1430, 2, 1, data + 7860, 1430, NULL, 0},
@@ -293,13 +343,7 @@ static void test_frag_ahead_spans_table(void)
         opal_btl_usnic_data_span_t spans[2] = {{NULL, 0}, {NULL, 0}};
         const opal_btl_usnic_send_frag_t *f = (1 == cases[i].frag) ? &one : &two;
         unsigned n = opal_btl_usnic_frag_ahead_spans(f, cases[i].offset, cases[i].len, spans, cases[i].max);
-        bool ok = CHECK_EQ_U(n, cases[i].want_n);
-        if (ok && n >= 1) {
-            ok = CHECK(spans[0].addr == cases[i].a0) && CHECK_EQ_U(spans[0].len, cases[i].l0);
-        }
-        if (ok && n >= 2) {
-            ok = CHECK(spans[1].addr == cases[i].a1) && CHECK_EQ_U(spans[1].len, cases[i].l1);
-        }
+        bool ok = spans_are(spans, n, cases[i].want_n, cases[i].a0, cases[i].l0, cases[i].a1, cases[i].l1);
         if (!ok) {
             fprintf(stderr, "  case %zu: %d segment(s), offset %zu, len %zu, max %u\n", i, cases[i].frag,
                     cases[i].offset, cases[i].len, cases[i].max);
@@ -312,7 +356,8 @@ static void test_frag_ahead_spans_table(void)
 }
 
 UNIT_MAIN(UNIT_TEST(test_rx_frag_classify), UNIT_TEST(test_rx_frag_add_all_orders),
-          UNIT_TEST(test_chunk_is_aligned_table), UNIT_TEST(test_frag_ahead_spans_table),
+          UNIT_TEST(test_chunk_is_aligned_table), UNIT_TEST(test_frag_spans_table),
+          UNIT_TEST(test_frag_ahead_spans_table),
           UNIT_TEST(test_frag_classes_follow_the_datagram_size),
           UNIT_TEST(test_frag_alloc_takes_the_smallest_class_that_fits),
           UNIT_TEST(test_frag_entry_points_size_buffers_by_request),

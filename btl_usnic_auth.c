@@ -318,11 +318,10 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
  * Without it, up to MAC_SMALL bytes libsodium's one-shot, the fastest
  * there (bench/mac_speed.c). */
 
-/* Up to this many bytes libsodium's one-shot AES-GCM is faster than
- * OpenSSL's GHASH path (bench/mac_speed.c: 34 ns for 64 bytes against
- * 38): headers, ACKs, small messages.  Where the 512-bit GHASH runs, its
- * small path takes them instead, masks made ahead: 20 ns for 64 bytes
- * (opal_btl_usnic_ghash_small; 8-byte ping-pong 0.974x, 10 pairs). */
+/* Up to this many bytes (headers, ACKs, small messages) libsodium's
+ * one-shot AES-GCM is faster than OpenSSL's GHASH path (bench/mac_speed.c
+ * when it was chosen: 33 ns for 64 bytes against 50); the 512-bit
+ * GHASH's small path is faster still (19 ns; 8-byte ping-pong 0.974x). */
 #define MAC_SMALL 128
 
 #if OPAL_BTL_USNIC_HAVE_LIBCRYPTO
@@ -341,9 +340,8 @@ unsigned opal_btl_usnic_mac_pick(unsigned mine, unsigned theirs)
 typedef struct opal_btl_usnic_gcm_t {
     opal_btl_usnic_ghash_key_t wide;   /* the hash key's powers, where the 512-bit GHASH runs */
     __m128i rk[15];                    /* the AES-256 round keys */
-    __m128i masks[GCM_MASKS];          /* AES_K(nonce mask_base + i || 0^31 || 1), where mask_ready */
+    __m128i masks[GCM_MASKS];          /* AES_K(nonce mask_base + i || 0^31 || 1) */
     uint64_t mask_base;
-    bool mask_ready;
     GCM128_CONTEXT *ctx;               /* OpenSSL's GCM state, keyed by the block function below */
     bool use_wide;                     /* tags through btl_usnic_ghash.c */
 } opal_btl_usnic_gcm_t;
@@ -414,42 +412,6 @@ GCM_TARGET static void gcm_block(const unsigned char in[16], unsigned char out[1
     _mm_storeu_si128((__m128i *) out, _mm_aesenclast_si128(b, g->rk[14]));
 }
 
-static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
-{
-    opal_btl_usnic_gcm_t *g = NULL;
-    if (0 != posix_memalign((void **) &g, 64, sizeof(*g))) {
-        return NULL; /* libsodium tags everything */
-    }
-    gcm_expand_key(g, key);
-    g->use_wide = wide_ghash_on();
-    g->mask_ready = false;
-    g->ctx = NULL;
-    if (g->use_wide) { /* OpenSSL's GCM state is not needed */
-        uint8_t zero[16] = {0}, h[16];
-        gcm_block(zero, h, g);
-        opal_btl_usnic_ghash_key(&g->wide, h);
-        sodium_memzero(h, sizeof(h));
-        return g;
-    }
-    g->ctx = CRYPTO_gcm128_new(g, gcm_block);
-    if (NULL == g->ctx) {
-        sodium_memzero(g, sizeof(*g));
-        free(g);
-        return NULL;
-    }
-    return g;
-}
-
-static void gcm_free(void *p)
-{
-    opal_btl_usnic_gcm_t *g = (opal_btl_usnic_gcm_t *) p;
-    if (NULL != g->ctx) {
-        CRYPTO_gcm128_release(g->ctx); /* clears its key material */
-    }
-    sodium_memzero(g, sizeof(*g));
-    free(g);
-}
-
 /* The counter block J0 of |nonce|: the 12-byte IV (the nonce's 8 bytes,
  * little-endian, then 4 zero bytes, see nonce_bytes) and a 32-bit
  * big-endian 1 */
@@ -477,7 +439,42 @@ GCM_TARGET static void masks_make(opal_btl_usnic_gcm_t *g, uint64_t base)
         g->masks[i] = _mm_aesenclast_si128(b[i], g->rk[14]);
     }
     g->mask_base = base;
-    g->mask_ready = true;
+}
+
+static void *gcm_new(const uint8_t key[OPAL_BTL_USNIC_KEY_BYTES])
+{
+    opal_btl_usnic_gcm_t *g = NULL;
+    if (0 != posix_memalign((void **) &g, 64, sizeof(*g))) {
+        return NULL; /* libsodium tags everything */
+    }
+    gcm_expand_key(g, key);
+    masks_make(g, 0); /* the masks are always of some eight nonces */
+    g->use_wide = wide_ghash_on();
+    g->ctx = NULL;
+    if (g->use_wide) { /* OpenSSL's GCM state is not needed */
+        uint8_t zero[16] = {0}, h[16];
+        gcm_block(zero, h, g);
+        opal_btl_usnic_ghash_key(&g->wide, h);
+        sodium_memzero(h, sizeof(h));
+        return g;
+    }
+    g->ctx = CRYPTO_gcm128_new(g, gcm_block);
+    if (NULL == g->ctx) {
+        sodium_memzero(g, sizeof(*g));
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void gcm_free(void *p)
+{
+    opal_btl_usnic_gcm_t *g = (opal_btl_usnic_gcm_t *) p;
+    if (NULL != g->ctx) {
+        CRYPTO_gcm128_release(g->ctx); /* clears its key material */
+    }
+    sodium_memzero(g, sizeof(*g));
+    free(g);
 }
 
 /* AES_K(J0) of |nonce|: made with the next ones unless made already (the
@@ -485,7 +482,7 @@ GCM_TARGET static void masks_make(opal_btl_usnic_gcm_t *g, uint64_t base)
 GCM_TARGET static __m128i mask_of(opal_btl_usnic_gcm_t *g, uint64_t nonce)
 {
     uint64_t i = nonce - g->mask_base;
-    if (!g->mask_ready || i >= GCM_MASKS) {
+    if (i >= GCM_MASKS) {
         masks_make(g, nonce);
         i = 0;
     }

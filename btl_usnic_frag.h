@@ -192,7 +192,6 @@ void opal_btl_usnic_frag_lists_fini(opal_btl_usnic_frag_pool_t *pool);
 opal_btl_usnic_send_frag_t *opal_btl_usnic_small_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t datagram_len);
 opal_btl_usnic_send_frag_t *opal_btl_usnic_large_frag_alloc(opal_btl_usnic_frag_pool_t *pool, size_t pack_size);
 opal_btl_usnic_send_seg_t *opal_btl_usnic_chunk_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
-
 opal_btl_usnic_send_seg_t *opal_btl_usnic_ack_seg_alloc(opal_btl_usnic_frag_pool_t *pool);
 
 /* Describe |size| bytes of a small fragment's own buffer as its one segment */

@@ -192,6 +192,13 @@ T512 static inline __attribute__((always_inline)) void products(const opal_btl_u
     *hi = _mm_xor_si128(*hi, fold4(h));
 }
 
+/* GHASH's last block for |len| bytes of associated data, as bytes in
+ * memory: len(A) in bits, big-endian, then len(C) = 0 */
+T128 static inline __m128i lengths_block(size_t len)
+{
+    return _mm_set_epi64x(0, (long long) __builtin_bswap64((uint64_t) len * 8));
+}
+
 /* A GHASH in progress: the running value, the unreduced products of the
  * current group of blocks, the group's size (its first block takes
  * H^size) and how many of its blocks were added */
@@ -269,11 +276,7 @@ T512 void opal_btl_usnic_ghash(const opal_btl_usnic_ghash_key_t *k, const uint8_
         memcpy(edge, b + b_head + 16 * b_whole, b_rest);
         run_blocks(k, &r, edge, 1);
     }
-    uint64_t bits = (uint64_t) (alen + blen) * 8;
-    memset(edge, 0, sizeof(edge));
-    for (int i = 0; i < 8; ++i) {
-        edge[i] = (uint8_t) (bits >> (56 - 8 * i)); /* len(A), big-endian; len(C) = 0 */
-    }
+    _mm_storeu_si128((__m128i *) edge, lengths_block(alen + blen));
     run_blocks(k, &r, edge, 1);
     _mm_storeu_si128((__m128i *) out, reflect(r.x));
 }
@@ -296,8 +299,6 @@ T128 void opal_btl_usnic_ghash_small(const opal_btl_usnic_ghash_key_t *k, const 
         memcpy(edge, a + 16 * whole, rest);
         mul_add(reflect(_mm_loadu_si128((const __m128i *) edge)), power(k, first + (unsigned) whole), &lo, &mid, &hi);
     }
-    uint64_t bits = (uint64_t) alen * 8; /* len(A), big-endian; len(C) = 0 */
-    __m128i lens = _mm_set_epi64x(0, (long long) __builtin_bswap64(bits));
-    mul_add(reflect(lens), power(k, OPAL_BTL_USNIC_GHASH_POWERS - 1), &lo, &mid, &hi);
+    mul_add(reflect(lengths_block(alen)), power(k, OPAL_BTL_USNIC_GHASH_POWERS - 1), &lo, &mid, &hi);
     _mm_storeu_si128((__m128i *) out, reflect(reduce(lo, mid, hi)));
 }
